@@ -1,0 +1,53 @@
+# auditlens — make run starts the service on the embedded engine; make test
+# runs every test. Both fetch what they need (the chDB library) on first use.
+
+GO            ?= go
+BIN           := bin/auditlens
+STATICCHECK   := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+GOFLAGS_TEST  ?=
+# chDB's library lives in the user cache (outside the clone), keyed by version.
+CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
+CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
+
+.PHONY: all build run test check chdb fmt vet staticcheck bench fuzz clean
+
+all: build
+
+$(CHDB_LIB):
+	scripts/chdb-lib.sh
+
+## chdb: fetch the pinned chDB library into the cache (checked by sha256)
+chdb: $(CHDB_LIB)
+
+## build: build bin/auditlens (the UI and migrations are embedded)
+build:
+	$(GO) build -o $(BIN) ./cmd/auditlens
+
+## run: serve on 127.0.0.1:8080 with the embedded engine, data in ./data
+run: chdb build
+	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) serve --data ./data
+
+## test: every test, on the real embedded engine
+test: chdb
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
+
+## check: formatting, vet, staticcheck and the race detector
+check: chdb
+	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -race -count=1 -timeout 30m ./...
+
+## bench: the benchmarks quoted in the README
+bench: chdb
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./...
+
+## fuzz: run each fuzz target briefly
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./ingest/ | grep ^Fuzz); do \
+		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./ingest/ || exit 1; done
+	@for t in $$($(GO) test -list 'Fuzz.*' ./query/ | grep ^Fuzz); do \
+		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./query/ || exit 1; done
+
+clean:
+	rm -rf bin

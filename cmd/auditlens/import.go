@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/auditlens/auditlens/ingest"
+)
+
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("import", "--store URL --cluster NAME [flags] FILE|DIR...", stderr)
+	var sf storeFlags
+	sf.register(fs, "chdb://./data/clickhouse")
+	cluster := fs.String("cluster", "", "cluster name to tag the events with (required)")
+	batch := fs.Int("batch-rows", 20000, "rows per insert")
+	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *cluster == "" {
+		return fmt.Errorf("%w: --cluster is required", errUsage)
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: name at least one audit log file or directory", errUsage)
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	files, err := ingest.ExpandPaths(fs.Args())
+	if err != nil {
+		return err
+	}
+	var w *ingest.Writer
+	if !*decodeOnly {
+		st, err := sf.open(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		w = ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batch, Logger: log})
+	}
+
+	cfg := ingest.ImportConfig{Cluster: *cluster, BatchRows: *batch}
+	var bar *progressBar
+	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
+		bar = &progressBar{w: stderr}
+		cfg.OnProgress = bar.update
+	}
+	stats, err := ingest.Import(ctx, w, files, cfg)
+	if bar != nil {
+		bar.finish()
+	}
+	printImportSummary(stdout, stats)
+	return err
+}
+
+func printImportSummary(w io.Writer, s ingest.ImportStats) {
+	fmt.Fprintf(w, "imported %d files (%s): %d events, %d stored, %d duplicates, %d rejected in %s (%.0f events/s)\n",
+		s.Files, humanBytes(s.Bytes), s.Events, s.Stored, s.Duplicates, s.Rejected,
+		s.Elapsed.Round(time.Millisecond), s.EventsPerSecond())
+	if !s.First.IsZero() {
+		fmt.Fprintf(w, "events span %s to %s\n", s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339))
+	}
+	for _, r := range s.RejectSamples {
+		fmt.Fprintf(w, "rejected: %s\n", r)
+	}
+	if s.Rejected > int64(len(s.RejectSamples)) {
+		fmt.Fprintf(w, "… and %d more rejected\n", s.Rejected-int64(len(s.RejectSamples)))
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// progressBar draws a one-line progress bar on a terminal.
+type progressBar struct {
+	w    io.Writer
+	last ingest.ImportProgress
+}
+
+func (b *progressBar) update(p ingest.ImportProgress) {
+	b.last = p
+	const width = 30
+	frac := 0.0
+	if p.BytesTotal > 0 {
+		frac = min(float64(p.BytesRead)/float64(p.BytesTotal), 1)
+	}
+	filled := int(frac * width)
+	bar := make([]byte, width)
+	for i := range bar {
+		switch {
+		case i < filled:
+			bar[i] = '='
+		case i == filled:
+			bar[i] = '>'
+		default:
+			bar[i] = ' '
+		}
+	}
+	rate := 0.0
+	if p.Elapsed > 0 {
+		rate = float64(p.Events) / p.Elapsed.Seconds()
+	}
+	eta := ""
+	if frac > 0.01 && frac < 1 {
+		left := time.Duration(float64(p.Elapsed) * (1 - frac) / frac)
+		eta = " ETA " + left.Round(time.Second).String()
+	}
+	fmt.Fprintf(b.w, "\r[%s] %3.0f%% %s/%s %d events %.0f ev/s%s   ", bar, frac*100,
+		humanBytes(p.BytesRead), humanBytes(p.BytesTotal), p.Events, rate, eta)
+}
+
+func (b *progressBar) finish() { fmt.Fprintln(b.w) }

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/auditlens/auditlens/query"
+)
+
+func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("query", "--store URL [filters] [--jq PROGRAM]", stderr)
+	var sf storeFlags
+	sf.register(fs, "chdb://./data/clickhouse")
+	// Each filter flag maps to the HTTP API parameter of the same name, so
+	// the CLI and /api/v1/events parse filters with one function.
+	filters := []struct{ name, help string }{
+		{"since", "start: RFC3339 time or a duration ago, e.g. 2h"},
+		{"until", "end: RFC3339 time or a duration ago"},
+		{"cluster", "cluster name (comma-separated for several)"},
+		{"verb", "verb, e.g. watch,list"},
+		{"resource", "resource, e.g. services"},
+		{"namespace", "namespace"},
+		{"name", "object name"},
+		{"user", "user name (a trailing * matches a prefix)"},
+		{"user-agent", "user agent (a trailing * matches a prefix)"},
+		{"code", "response code, e.g. 409"},
+		{"stage", "stage, e.g. ResponseComplete"},
+		{"level", "audit level"},
+		{"order", "asc (default) or desc"},
+	}
+	vals := make([]*string, len(filters))
+	for i, f := range filters {
+		vals[i] = fs.String(f.name, "", f.help)
+	}
+	jq := fs.String("jq", "", "jq program run over each matching event")
+	limit := fs.Int("limit", 1000, "most events to read")
+	jqTimeout := fs.Duration("jq-timeout", 60*time.Second, "longest the jq program may run")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	v := url.Values{}
+	for i, f := range filters {
+		if *vals[i] != "" {
+			v.Set(apiName(f.name), *vals[i])
+		}
+	}
+	v.Set("limit", strconv.Itoa(*limit))
+	f, err := query.ParseFilter(v, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var prog *query.JQ
+	if *jq != "" {
+		if prog, err = query.CompileJQ(*jq); err != nil {
+			return err
+		}
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	st, err := sf.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	out := bufio.NewWriterSize(stdout, 64<<10)
+	_, err = query.Events(ctx, st, f, prog, query.Limits{Timeout: *jqTimeout}, out)
+	if ferr := out.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+func apiName(flagName string) string {
+	if flagName == "user-agent" {
+		return "user_agent"
+	}
+	return flagName
+}

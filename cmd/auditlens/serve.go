@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/query"
+	"github.com/auditlens/auditlens/web"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", "[flags]", stderr)
+	var (
+		sf            storeFlags
+		dataDir       = fs.String("data", "./data", "directory for the spool and, with the default store, the embedded database")
+		listen        = fs.String("listen", "127.0.0.1:8080", "address for the webhook, API and metrics")
+		tlsCert       = fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
+		tlsKey        = fs.String("tls-key", "", "private key for --tls-cert (PEM)")
+		clientCA      = fs.String("client-ca", "", "require client certificates signed by this CA (PEM) on every request")
+		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook body accepted; larger gets 413")
+		defCluster    = fs.String("default-cluster", "default", "cluster name for events posted to /audit without one")
+		queryTimeout  = fs.Duration("query-timeout", 60*time.Second, "longest an API query may run")
+		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
+		jqMaxOut      = fs.Int("jq-max-outputs", 100000, "most jq outputs per query")
+		batchRows     = fs.Int("batch-rows", 20000, "largest insert into the store")
+		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
+		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
+		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
+		webhookTokens multiFlag
+		apiTokens     multiFlag
+	)
+	sf.register(fs, "")
+	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER: accept webhook posts bearing this token as that cluster (repeatable; when set, a token is required)")
+	fs.Var(&apiTokens, "api-token", "bearer token required by the read API (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	if *clientCA != "" && *tlsCert == "" {
+		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", errUsage)
+	}
+	tokens := map[string]string{}
+	for _, t := range webhookTokens {
+		tok, cluster, ok := strings.Cut(t, "=")
+		if !ok || tok == "" || cluster == "" {
+			return fmt.Errorf("%w: --webhook-token %q: want TOKEN=CLUSTER", errUsage, t)
+		}
+		tokens[tok] = cluster
+	}
+	var tlsCfg *tls.Config
+	if *tlsCert != "" {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("loading TLS certificate: %w", err)
+		}
+		tlsCfg.Certificates = []tls.Certificate{cert}
+		if *clientCA != "" {
+			pem, err := os.ReadFile(*clientCA)
+			if err != nil {
+				return fmt.Errorf("reading --client-ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("--client-ca %s holds no PEM certificate", *clientCA)
+			}
+			tlsCfg.ClientCAs = pool
+			tlsCfg.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	if sf.url == "" {
+		abs, err := filepath.Abs(filepath.Join(*dataDir, "clickhouse"))
+		if err != nil {
+			return err
+		}
+		sf.url = "chdb://" + abs
+	}
+
+	st, err := sf.open(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := ingest.NewMetrics(reg)
+
+	sp, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: filepath.Join(*dataDir, "spool"), Logger: log})
+	if err != nil {
+		return err
+	}
+	if s := sp.Stats(); s.PendingRecords > 0 {
+		log.Info("replaying spooled batches not yet stored", "batches", s.PendingRecords)
+	}
+	writer := ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batchRows, MaxWait: *batchWait, Logger: log, Metrics: metrics})
+	wctx, stopWriter := context.WithCancel(context.Background())
+	writerDone := make(chan error, 1)
+	go func() { writerDone <- writer.RunSpool(wctx, sp, *drain) }()
+
+	scheme := "http"
+	if *tlsCert != "" {
+		scheme = "https"
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		stopWriter()
+		<-writerDone
+		sp.Close()
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	base := fmt.Sprintf("%s://%s", scheme, ln.Addr())
+	kubeconfig := webhookKubeconfig(base+"/audit/my-cluster", *clientCA != "", len(tokens) > 0)
+	kcPath := filepath.Join(*dataDir, "webhook-kubeconfig.yaml")
+	if err := os.WriteFile(kcPath, []byte(kubeconfig), 0o644); err != nil {
+		log.Warn("writing the example webhook kubeconfig", "err", err)
+	}
+
+	var ready atomic.Bool
+	handler := web.NewRouter(web.Config{
+		Webhook: ingest.NewWebhook(sp, ingest.WebhookConfig{
+			MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
+		}),
+		Store:        st,
+		Gatherer:     reg,
+		QueryLimits:  query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut},
+		QueryTimeout: *queryTimeout,
+		APITokens:    apiTokens,
+		Ready:        &ready,
+		Logger:       log,
+		Info:         kubeconfig,
+	})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	if tlsCfg != nil {
+		srv.TLSConfig = tlsCfg
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	ready.Store(true)
+	log.Info("auditlens serving", "url", base, "store", st.Kind(), "data", *dataDir)
+	fmt.Fprintf(stdout, `auditlens %s is listening on %s (store: %s)
+
+Point a kube-apiserver at it with these flags:
+  --audit-policy-file=deploy/audit-policy.yaml
+  --audit-webhook-config-file=%s
+  --audit-webhook-batch-max-wait=5s
+
+%s (the path's last element, "my-cluster", names the cluster)
+
+Events: %s/api/v1/events?since=15m    Metrics: %s/metrics
+`, version, base, st.Kind(), kcPath, kubeconfig, base, base)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down")
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("serving HTTP: %w", err)
+		}
+	case err := <-writerDone:
+		// The writer only stops on its own for an unrecoverable spool error.
+		writerDone <- err
+		runErr = fmt.Errorf("writer stopped: %w", err)
+	}
+	// Shut down in order: fail readiness, stop accepting and finish
+	// in-flight requests, store what is spooled, close the store.
+	ready.Store(false)
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("HTTP shutdown", "err", err)
+	}
+	cancel()
+	stopWriter()
+	if err := <-writerDone; err != nil && !errors.Is(err, context.Canceled) {
+		log.Warn("writer", "err", err)
+	}
+	if err := sp.Close(); err != nil {
+		log.Warn("closing spool", "err", err)
+	}
+	if s := sp.Stats(); s.PendingRecords > 0 {
+		log.Info("batches left in the spool for the next start", "batches", s.PendingRecords)
+	}
+	return runErr
+}
+
+// webhookKubeconfig renders a kubeconfig for --audit-webhook-config-file.
+func webhookKubeconfig(url string, clientCert, token bool) string {
+	var user strings.Builder
+	if clientCert {
+		user.WriteString("\n    client-certificate: /etc/kubernetes/audit/client.crt\n    client-key: /etc/kubernetes/audit/client.key")
+	}
+	if token {
+		user.WriteString("\n    token: REPLACE-WITH-A-WEBHOOK-TOKEN")
+	}
+	userBlock := " {}"
+	if user.Len() > 0 {
+		userBlock = user.String()
+	}
+	ca := ""
+	if strings.HasPrefix(url, "https://") {
+		ca = "\n    certificate-authority: /etc/kubernetes/audit/auditlens-ca.crt"
+	}
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: auditlens
+  cluster:
+    server: %s%s
+users:
+- name: kube-apiserver
+  user:%s
+contexts:
+- name: auditlens
+  context:
+    cluster: auditlens
+    user: kube-apiserver
+current-context: auditlens
+`, url, ca, userBlock)
+}

@@ -1,0 +1,45 @@
+// Package ingest takes Kubernetes audit events in and stores them as rows.
+//
+// Events arrive two ways:
+//
+//   - Webhook: kube-apiserver's webhook backend POSTs audit.k8s.io/v1 (or,
+//     on old clusters, v1beta1) EventList batches, 400 events by default, to
+//     /audit/{cluster}. The apiserver retries any non-2xx answer or timeout
+//     and drops events when its buffer fills, so the receiver must answer
+//     fast and never push back.
+//   - Import: audit log files written by the log backend, one Event per line
+//     (EventList lines captured from a webhook are accepted too), plain or
+//     gzipped.
+//
+// The path of a webhook batch is
+//
+//	webhook → decode → spool → writer → store
+//
+// and its stages are:
+//
+//   - Decode (decode.go, timestamp.go, requesturi.go) validates each event
+//     on its own with DecodeBody: one malformed event is a Reject, the rest
+//     of the batch is kept; a body that is not audit JSON at all is an error
+//     wrapping ErrNotAudit, which the webhook answers with 400. Decoding
+//     flattens an event into a store.Row: typed columns, the list and watch
+//     options parsed out of the requestURI once (ParseRequestURI), times in
+//     UTC microseconds whatever precision the sender wrote (ParseTime), and
+//     the event's original bytes as Row.Raw.
+//   - Spool (spool.go): the raw bytes of the good events are appended to a
+//     local, fsync'd log before the webhook answers 200. That answer is the
+//     promise to the apiserver; the store may be slow or down meanwhile.
+//   - Writer (writer.go) reads the spool in order, decodes each spooled
+//     event again (DecodeEvent), drops events whose (cluster, auditID, stage)
+//     is already stored, which is what an apiserver retry produces, inserts
+//     large batches and then checkpoints the spool.
+//   - Store is package store: the embedded engine or a ClickHouse server.
+//
+// Import (importer.go) skips the spool: it decodes lines with DecodeLine and
+// hands rows to the same Writer, so re-importing a file stores nothing twice.
+//
+// Decoding uses github.com/goccy/go-json into purpose-built structs, several
+// times faster than encoding/json into the upstream k8s.io/apiserver types
+// (BenchmarkDecodeBody against BenchmarkDecodeBodyStdlibK8sTypes). The
+// strings of a decoded Row point into its Raw bytes instead of being copied;
+// see Batch.
+package ingest

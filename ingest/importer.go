@@ -1,0 +1,320 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// ImportConfig configures Import.
+type ImportConfig struct {
+	// Cluster tags every imported event.
+	Cluster string
+	// BatchRows is the number of rows per insert (default 20000).
+	BatchRows int
+	// OnProgress, when set, is called about every 200ms and once at the end.
+	OnProgress func(ImportProgress)
+	// MaxRejectsShown bounds ImportStats.RejectSamples (default 20).
+	MaxRejectsShown int
+}
+
+// ImportProgress is a snapshot of a running import.
+type ImportProgress struct {
+	File       string
+	BytesRead  int64 // of the files as stored (compressed bytes for .gz)
+	BytesTotal int64
+	Events     int64
+	Elapsed    time.Duration
+}
+
+// ImportStats summarises an import.
+type ImportStats struct {
+	Files         int
+	Lines         int64
+	Events        int64 // decoded events
+	Rejected      int64 // malformed lines and events
+	Duplicates    int64 // already stored or repeated
+	Stored        int64
+	Bytes         int64
+	Elapsed       time.Duration
+	First, Last   time.Time // span of the imported events
+	RejectSamples []string  // "file:line: reason"
+}
+
+// EventsPerSecond is the decode-and-store rate of the import.
+func (s ImportStats) EventsPerSecond() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Events) / s.Elapsed.Seconds()
+}
+
+// ExpandPaths turns files and directories into the list of files to import,
+// sorted by name within each directory. Hidden files are skipped.
+func ExpandPaths(paths []string) ([]string, error) {
+	var out []string
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, err
+		}
+		if !fi.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		var files []string
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if strings.HasPrefix(d.Name(), ".") && path != p {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s: %w", p, err)
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no files to import", p)
+		}
+		out = append(out, files...)
+	}
+	return out, nil
+}
+
+// Import loads audit log files into the store through w: one Event JSON per
+// line as the apiserver's log backend writes it, or one EventList per line
+// as captured from a webhook; plain or gzip-compressed. Importing the same
+// file again adds nothing. With a nil writer it only reads and decodes, which
+// is the baseline the import benchmark compares against.
+func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (ImportStats, error) {
+	if cfg.BatchRows <= 0 {
+		cfg.BatchRows = 20000
+	}
+	if cfg.MaxRejectsShown <= 0 {
+		cfg.MaxRejectsShown = 20
+	}
+	if cfg.Cluster == "" {
+		return ImportStats{}, errors.New("import: a cluster name is required")
+	}
+	var st ImportStats
+	start := time.Now()
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return st, err
+		}
+		st.Bytes += fi.Size()
+	}
+	var (
+		read     atomic.Int64
+		events   atomic.Int64
+		curFile  atomic.Value
+		progDone = make(chan struct{})
+	)
+	curFile.Store("")
+	report := func() {
+		if cfg.OnProgress != nil {
+			cfg.OnProgress(ImportProgress{File: curFile.Load().(string), BytesRead: read.Load(),
+				BytesTotal: st.Bytes, Events: events.Load(), Elapsed: time.Since(start)})
+		}
+	}
+	if cfg.OnProgress != nil {
+		go func() {
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-t.C:
+					report()
+				case <-progDone:
+					return
+				}
+			}
+		}()
+	}
+
+	// Decoding and storing overlap: one goroutine reads and decodes, this
+	// one writes.
+	batches := make(chan []store.Row, 2)
+	decodeErr := make(chan error, 1)
+	dctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var dec ImportStats // owned by the decoder until batches is closed
+	go func() {
+		defer close(batches)
+		rows := make([]store.Row, 0, cfg.BatchRows)
+		var b Batch
+		for _, f := range files {
+			curFile.Store(f)
+			err := readLines(dctx, f, &read, func(lineNo int64, line []byte) error {
+				dec.Lines++
+				b.Rows, b.Rejects = b.Rows[:0], b.Rejects[:0]
+				if err := DecodeLine(cfg.Cluster, line, &b); err != nil {
+					dec.Rejected++
+					if len(dec.RejectSamples) < cfg.MaxRejectsShown {
+						dec.RejectSamples = append(dec.RejectSamples, fmt.Sprintf("%s:%d: %v", f, lineNo, err))
+					}
+					return nil
+				}
+				for _, rj := range b.Rejects {
+					dec.Rejected++
+					if len(dec.RejectSamples) < cfg.MaxRejectsShown {
+						dec.RejectSamples = append(dec.RejectSamples, fmt.Sprintf("%s:%d: event %d (%s): %s", f, lineNo, rj.Index, rj.AuditID, rj.Reason))
+					}
+				}
+				for i := range b.Rows {
+					t := b.Rows[i].Time
+					if dec.First.IsZero() || t.Before(dec.First) {
+						dec.First = t
+					}
+					if t.After(dec.Last) {
+						dec.Last = t
+					}
+				}
+				rows = append(rows, b.Rows...)
+				dec.Events += int64(len(b.Rows))
+				events.Add(int64(len(b.Rows)))
+				if len(rows) >= cfg.BatchRows {
+					select {
+					case batches <- rows:
+					case <-dctx.Done():
+						return dctx.Err()
+					}
+					rows = make([]store.Row, 0, cfg.BatchRows)
+				}
+				return nil
+			})
+			if err != nil {
+				decodeErr <- err
+				return
+			}
+			dec.Files++
+		}
+		if len(rows) > 0 {
+			select {
+			case batches <- rows:
+			case <-dctx.Done():
+			}
+		}
+	}()
+	var writeErr error
+	for rows := range batches {
+		if writeErr != nil || w == nil {
+			continue
+		}
+		ws, err := w.Write(ctx, rows)
+		st.Stored += int64(ws.Stored)
+		st.Duplicates += int64(ws.Duplicates)
+		if err != nil {
+			writeErr = err
+			cancel()
+		}
+	}
+	close(progDone)
+	st.Files, st.Lines, st.Events, st.Rejected = dec.Files, dec.Lines, dec.Events, dec.Rejected
+	st.First, st.Last, st.RejectSamples = dec.First, dec.Last, dec.RejectSamples
+	st.Elapsed = time.Since(start)
+	report()
+	if writeErr != nil {
+		return st, writeErr
+	}
+	select {
+	case err := <-decodeErr:
+		return st, err
+	default:
+	}
+	return st, ctx.Err()
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// readLines calls fn for each non-empty line of a plain or gzip file.
+func readLines(ctx context.Context, path string, read *atomic.Int64, fn func(lineNo int64, line []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReaderSize(countingReader{f, read}, 1<<20)
+	var r io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		defer zr.Close()
+		r = bufio.NewReaderSize(zr, 1<<20)
+	}
+	lr, ok := r.(*bufio.Reader)
+	if !ok {
+		lr = bufio.NewReader(r)
+	}
+	var (
+		lineNo int64
+		long   []byte
+	)
+	for {
+		if lineNo%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		chunk, err := lr.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, chunk...)
+			continue
+		}
+		line := chunk
+		if len(long) > 0 {
+			long = append(long, chunk...)
+			line = long
+		}
+		if len(line) > 0 {
+			lineNo++
+			if t := bytes.TrimSpace(line); len(t) > 0 {
+				if ferr := fn(lineNo, t); ferr != nil {
+					return ferr
+				}
+			}
+		}
+		long = long[:0]
+		if cap(long) > 16<<20 {
+			long = nil
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", path, err)
+		}
+	}
+}

@@ -1,0 +1,341 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// Store is what the writer needs from the storage engine.
+type Store interface {
+	Insert(ctx context.Context, rows []store.Row) error
+	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+}
+
+// WriterConfig configures a Writer.
+type WriterConfig struct {
+	// MaxRows is the largest insert (default 20000). ClickHouse wants few,
+	// large inserts: about one per second per table.
+	MaxRows int
+	// MaxWait is how long the spool consumer waits to fill a batch once it
+	// has some rows (default 1s).
+	MaxWait time.Duration
+	// RetryMin and RetryMax bound the backoff between failed inserts of
+	// spooled rows (defaults 500ms and 30s). Spooled rows are retried until
+	// they are stored; nothing acknowledged is dropped.
+	RetryMin, RetryMax time.Duration
+	Logger             *slog.Logger
+	Metrics            *Metrics
+}
+
+func (c *WriterConfig) setDefaults() {
+	if c.MaxRows <= 0 {
+		c.MaxRows = 20000
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = time.Second
+	}
+	if c.RetryMin <= 0 {
+		c.RetryMin = 500 * time.Millisecond
+	}
+	if c.RetryMax <= 0 {
+		c.RetryMax = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+}
+
+// Writer moves rows into the store in large batches and makes writes
+// idempotent: a row whose (cluster, auditID, stage) is already stored, or
+// appears twice in one batch, is dropped and counted as a duplicate.
+type Writer struct {
+	st  Store
+	cfg WriterConfig
+}
+
+// NewWriter returns a writer over st.
+func NewWriter(st Store, cfg WriterConfig) *Writer {
+	cfg.setDefaults()
+	return &Writer{st: st, cfg: cfg}
+}
+
+// WriteStats counts what one Write did.
+type WriteStats struct {
+	Stored     int
+	Duplicates int
+}
+
+// Write stores rows, dropping duplicates, in inserts of at most MaxRows.
+func (w *Writer) Write(ctx context.Context, rows []store.Row) (WriteStats, error) {
+	var total WriteStats
+	for len(rows) > 0 {
+		n := min(len(rows), w.cfg.MaxRows)
+		st, err := w.writeOne(ctx, rows[:n])
+		total.Stored += st.Stored
+		total.Duplicates += st.Duplicates
+		if err != nil {
+			return total, err
+		}
+		rows = rows[n:]
+	}
+	return total, nil
+}
+
+func (w *Writer) writeOne(ctx context.Context, rows []store.Row) (WriteStats, error) {
+	start := time.Now()
+	fresh, err := w.dedup(ctx, rows)
+	if err != nil {
+		return WriteStats{}, err
+	}
+	st := WriteStats{Duplicates: len(rows) - len(fresh)}
+	if len(fresh) > 0 {
+		if err := w.st.Insert(ctx, fresh); err != nil {
+			w.cfg.Metrics.StoreErrors.Inc()
+			return WriteStats{}, fmt.Errorf("inserting %d events: %w", len(fresh), err)
+		}
+	}
+	st.Stored = len(fresh)
+	w.cfg.Metrics.Stored.Add(float64(st.Stored))
+	w.cfg.Metrics.Duplicates.Add(float64(st.Duplicates))
+	w.cfg.Metrics.BatchSeconds.Observe(time.Since(start).Seconds())
+	w.cfg.Metrics.BatchRows.Observe(float64(len(rows)))
+	return st, nil
+}
+
+// dedupSlack widens the time window of the existing-key lookup so that the
+// same event written by tools with different timestamp precision is found.
+const dedupSlack = time.Second
+
+// dedup returns the rows whose keys are neither repeated earlier in rows nor
+// already stored.
+func (w *Writer) dedup(ctx context.Context, rows []store.Row) ([]store.Row, error) {
+	type window struct {
+		from, to time.Time
+		ids      map[string]struct{}
+	}
+	seen := make(map[store.Key]struct{}, len(rows))
+	byCluster := map[string]*window{}
+	out := make([]store.Row, 0, len(rows))
+	for i := range rows {
+		k := rows[i].Key()
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		out = append(out, rows[i])
+		win := byCluster[k.Cluster]
+		if win == nil {
+			win = &window{from: rows[i].Time, to: rows[i].Time, ids: map[string]struct{}{}}
+			byCluster[k.Cluster] = win
+		}
+		if rows[i].Time.Before(win.from) {
+			win.from = rows[i].Time
+		}
+		if rows[i].Time.After(win.to) {
+			win.to = rows[i].Time
+		}
+		win.ids[k.AuditID] = struct{}{}
+	}
+	stored := map[store.Key]struct{}{}
+	for cluster, win := range byCluster {
+		ids := make([]string, 0, len(win.ids))
+		for id := range win.ids {
+			ids = append(ids, id)
+		}
+		err := w.st.Select(ctx, `SELECT audit_id, stage FROM audit_events
+WHERE cluster = {cluster:String}
+  AND ts >= {from:DateTime64(6, 'UTC')} AND ts <= {to:DateTime64(6, 'UTC')}
+  AND audit_id IN {ids:Array(String)}`,
+			store.Params{
+				"cluster": cluster,
+				"from":    FormatTime(win.from.Add(-dedupSlack)),
+				"to":      FormatTime(win.to.Add(dedupSlack)),
+				"ids":     ArrayParam(ids),
+			}, func(row []byte) error {
+				var r struct {
+					AuditID string `json:"audit_id"`
+					Stage   string `json:"stage"`
+				}
+				if err := json.Unmarshal(row, &r); err != nil {
+					return err
+				}
+				stored[store.Key{Cluster: cluster, AuditID: r.AuditID, Stage: r.Stage}] = struct{}{}
+				return nil
+			})
+		if err != nil {
+			w.cfg.Metrics.StoreErrors.Inc()
+			return nil, fmt.Errorf("looking up already stored events: %w", err)
+		}
+	}
+	if len(stored) == 0 {
+		return out, nil
+	}
+	fresh := out[:0]
+	for _, r := range out {
+		if _, ok := stored[r.Key()]; !ok {
+			fresh = append(fresh, r)
+		}
+	}
+	return fresh, nil
+}
+
+// FormatTime renders t as a ClickHouse DateTime64(6) parameter value.
+func FormatTime(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05.000000")
+}
+
+// ArrayParam renders strings as a ClickHouse Array(String) parameter value.
+func ArrayParam(vals []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\'')
+		for j := 0; j < len(v); j++ {
+			switch c := v[j]; c {
+			case '\'', '\\':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			case 0:
+				b.WriteString(`\0`)
+			case '\n':
+				b.WriteString(`\n`)
+			case '\t':
+				b.WriteString(`\t`)
+			case '\r':
+				b.WriteString(`\r`)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		b.WriteByte('\'')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// RunSpool moves spooled batches into the store until ctx is cancelled, then
+// stores what is already durable in the spool (bounded by drain) and returns.
+// A failed insert is retried with backoff; the spool keeps accepting
+// meanwhile, so the apiserver never waits on the store.
+func (w *Writer) RunSpool(ctx context.Context, sp *Spool, drain time.Duration) error {
+	r := sp.Reader()
+	defer r.Close()
+	var (
+		rows    []store.Row
+		lastSeq uint64
+		started time.Time
+	)
+	flush := func(ctx context.Context) error {
+		if len(rows) == 0 {
+			if lastSeq > 0 {
+				return sp.Commit(lastSeq)
+			}
+			return nil
+		}
+		backoff := w.cfg.RetryMin
+		for {
+			_, err := w.Write(ctx, rows)
+			if err == nil {
+				break
+			}
+			w.cfg.Logger.Error("storing spooled events; will retry", "rows", len(rows), "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, w.cfg.RetryMax)
+		}
+		rows = rows[:0]
+		return sp.Commit(lastSeq)
+	}
+	fill := func() (bool, error) {
+		got := false
+		for len(rows) < w.cfg.MaxRows {
+			rec, ok, err := r.Next()
+			if err != nil {
+				return got, err
+			}
+			if !ok {
+				break
+			}
+			got = true
+			lastSeq = rec.Seq
+			for _, ev := range rec.Events {
+				row, err := DecodeEvent(rec.Cluster, ev)
+				if err != nil {
+					// Validated before it was spooled; only a decoder change
+					// between versions can get here.
+					w.cfg.Logger.Warn("dropping a spooled event that no longer decodes", "seq", rec.Seq, "err", err)
+					w.cfg.Metrics.Rejected.WithLabelValues(rec.Cluster).Inc()
+					continue
+				}
+				rows = append(rows, row)
+			}
+		}
+		return got, nil
+	}
+	w.cfg.Metrics.WatchSpool(sp)
+	for {
+		got, err := fill()
+		if err != nil {
+			return err
+		}
+		if got && started.IsZero() {
+			started = time.Now()
+		}
+		full := len(rows) >= w.cfg.MaxRows
+		due := !started.IsZero() && time.Since(started) >= w.cfg.MaxWait
+		if full || due {
+			if err := flush(ctx); err != nil {
+				if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+					break
+				}
+				return err
+			}
+			started = time.Time{}
+			continue
+		}
+		var timer <-chan time.Time
+		if !started.IsZero() {
+			timer = time.After(w.cfg.MaxWait - time.Since(started))
+		}
+		select {
+		case <-ctx.Done():
+		case <-sp.Notify():
+			continue
+		case <-timer:
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	// Shutting down: store what is durable now, within the drain budget.
+	dctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	for {
+		if _, err := fill(); err != nil {
+			return err
+		}
+		if len(rows) == 0 {
+			return flush(dctx)
+		}
+		if err := flush(dctx); err != nil {
+			return fmt.Errorf("draining the spool at shutdown (the rest is replayed at the next start): %w", err)
+		}
+	}
+}

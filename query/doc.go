@@ -1,0 +1,21 @@
+// Package query answers questions about stored audit events.
+//
+// A [Filter] (time range, cluster, verb, resource, namespace, name, user,
+// user agent, stage, level, status code) selects events. [ParseFilter] builds
+// one from the query string of an HTTP request, and [Filter.SQL] compiles it
+// to ClickHouse SQL whose text depends only on which fields are set: every
+// value travels as a server-side query parameter ({name:Type}), so user input
+// never becomes SQL text.
+//
+// An optional jq program ([CompileJQ], run with gojq) transforms or selects
+// the matching events. [Events] streams the result as NDJSON: one raw event
+// per line, or one jq output per line. Every query is bounded by [Limits]: a
+// time limit, limits on the number and size of the lines written, and a
+// limit on the memory a jq program may take. An error for a limit that was
+// hit is a [*LimitError] that names the setting to raise.
+//
+// Errors that callers branch on are sentinels checked with errors.Is:
+// [ErrBadFilter] and [ErrBadJQ] are the caller's fault (HTTP 400), [ErrLimit]
+// is a limit that was hit (a timeout becomes HTTP 503), [ErrJQFailed] is a jq
+// program that raised an error while running over an event.
+package query

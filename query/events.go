@@ -1,0 +1,191 @@
+package query
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// Selecter runs a query and calls fn once per result row, each row one
+// JSON object. store.Store provides it.
+type Selecter interface {
+	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+}
+
+// Stats describes what Events did.
+type Stats struct {
+	// Matched is the number of events the filter selected and Events
+	// read, at most the filter's limit.
+	Matched int
+	// Emitted is the number of lines written.
+	Emitted int
+	// Bytes is the number of bytes written, newlines included.
+	Bytes int64
+	// Truncated reports that the filter's limit cut the selection short:
+	// more events may match than were read.
+	Truncated bool
+}
+
+// flushEvery is the number of lines after which Events hands what it has
+// written to the client.
+const flushEvery = 64
+
+// Events selects the events f matches, ordered by time (then audit ID,
+// stage and cluster; newest first when f.Order is Desc) and writes them to
+// w as NDJSON. Without a jq program each event is one line, its raw JSON
+// exactly as stored (unless it spans several lines; it is then compacted,
+// whitespace outside strings removed). With one, each output of the program
+// over each event is one line of compact JSON; the program sees the events
+// one at a time, as jq does with a stream of inputs, and its halt ends the
+// query early without an error.
+//
+// The jq program runs over the events the filter selects, so f's limit
+// bounds the events it sees, not the outputs: narrow the filter rather
+// than selecting a few events out of many with jq.
+//
+// lim bounds the whole query (the limits set on jq with WithLimits are
+// not used). Events validates f first. When w has a Flush method (an
+// http.ResponseWriter, a bufio.Writer) Events calls it every few lines so
+// the client sees results while the query runs.
+//
+// On error, the lines already written are valid and the Stats count them.
+// Errors wrap ErrBadFilter, a *LimitError, ErrJQFailed (with the key of
+// the event the program failed on), the store's error, or w's error.
+func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io.Writer) (Stats, error) {
+	var stats Stats
+	if err := f.Validate(); err != nil {
+		return stats, err
+	}
+	lim = lim.withDefaults()
+	runCtx, release := lim.start(ctx, jq != nil)
+	defer release()
+
+	out := &lineWriter{w: bufio.NewWriterSize(w, 32<<10), flusher: w, lim: lim, stats: &stats}
+	sql, params := f.SQL("cluster, audit_id, stage, raw")
+	var (
+		rows  rowReader
+		line  []byte
+		input any
+		stop  error // why fn stopped the query; the store may wrap it
+	)
+	err := st.Select(runCtx, sql, params, func(data []byte) error {
+		if err := rows.read(data); err != nil {
+			stop = fmt.Errorf("decoding a result row: %w", err)
+			return stop
+		}
+		stats.Matched++
+		if jq == nil {
+			var err error
+			if line, err = appendRawLine(line[:0], rows.raw); err != nil {
+				stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+				return stop
+			}
+			stop = out.write(line)
+			return stop
+		}
+		var err error
+		if input, err = DecodeEvent(rows.raw); err != nil {
+			stop = fmt.Errorf("event %s: decoding the stored event: %w", rows.row.key(), err)
+			return stop
+		}
+		err = jq.run(runCtx, input, func(v any) error {
+			var err error
+			if line, err = appendJSON(line[:0], v); err != nil {
+				return err
+			}
+			return out.write(append(line, '\n'))
+		})
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrJQFailed):
+			stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+		default:
+			stop = err
+		}
+		return stop
+	})
+	if stop != nil {
+		err = stop
+	} else if err != nil {
+		err = fmt.Errorf("selecting events: %w", err)
+	}
+	if errors.Is(err, errHalt) {
+		err = nil
+	}
+	err = limitErr(ctx, runCtx, err)
+	if ferr := out.flush(); err == nil {
+		err = ferr
+	}
+	stats.Truncated = stats.Matched >= f.limit()
+	return stats, err
+}
+
+// appendRawLine appends raw and a newline to b. Trailing whitespace is
+// dropped, and raw is compacted when it spans several lines, so that it
+// stays one NDJSON line.
+func appendRawLine(b []byte, raw []byte) ([]byte, error) {
+	raw = bytes.TrimRight(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return b, errors.New("the stored event is empty")
+	}
+	if bytes.IndexByte(raw, '\n') < 0 && bytes.IndexByte(raw, '\r') < 0 {
+		b = append(b, raw...)
+		return append(b, '\n'), nil
+	}
+	buf := bytes.NewBuffer(b)
+	if err := json.Compact(buf, raw); err != nil {
+		return b, fmt.Errorf("compacting the stored event: %w", err)
+	}
+	buf.WriteByte('\n')
+	return buf.Bytes(), nil
+}
+
+// lineWriter writes NDJSON lines within the query's limits and flushes
+// them to the client every flushEvery lines.
+type lineWriter struct {
+	w       *bufio.Writer
+	flusher io.Writer // the caller's writer, flushed when it can be
+	lim     Limits
+	budget  budget
+	stats   *Stats
+	pending int
+}
+
+// write writes one line, newline included.
+func (lw *lineWriter) write(line []byte) error {
+	if err := lw.budget.spend(lw.lim, int64(len(line))); err != nil {
+		return err
+	}
+	if _, err := lw.w.Write(line); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	lw.stats.Emitted++
+	lw.stats.Bytes += int64(len(line))
+	if lw.pending++; lw.pending >= flushEvery {
+		return lw.flush()
+	}
+	return nil
+}
+
+// flush hands buffered lines to the caller's writer and flushes it.
+func (lw *lineWriter) flush() error {
+	lw.pending = 0
+	if err := lw.w.Flush(); err != nil {
+		return fmt.Errorf("writing results: %w", err)
+	}
+	switch f := lw.flusher.(type) {
+	case interface{ Flush() error }:
+		if err := f.Flush(); err != nil {
+			return fmt.Errorf("flushing results: %w", err)
+		}
+	case interface{ Flush() }:
+		f.Flush()
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package query
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// DateTime64's range; times outside it are clamped so that the engine
+// never has to parse a value it cannot represent.
+var (
+	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// SQL compiles f to a SELECT of columns from audit_events FINAL, ordered
+// and limited as f says. columns is SQL written by the caller, such as
+// "ts, raw"; it must never come from user input.
+//
+// The SQL text depends only on which fields of f are set, never on their
+// values: every value is bound as a server-side parameter. Parameter values
+// are in the text form the engine parses for the placeholder's type
+// (ClickHouse's escaped format for a String, a quoted literal list such as
+// ['a','b\'c'] for an Array), so they can be handed to store.Store as they
+// are.
+//
+// f is not validated; a Limit out of range is clamped. Call Validate first
+// for an error instead.
+func (f Filter) SQL(columns string) (string, store.Params) {
+	var b strings.Builder
+	p := store.Params{}
+	b.WriteString("SELECT ")
+	b.WriteString(columns)
+	b.WriteString("\nFROM audit_events FINAL")
+	var conds []string
+	if !f.Since.IsZero() && f.Since.After(minTime) {
+		p["since"] = formatTime(f.Since)
+		conds = append(conds, "ts >= {since:DateTime64(6, 'UTC')}")
+	}
+	if !f.Until.IsZero() && f.Until.Before(maxTime) {
+		p["until"] = formatTime(f.Until)
+		conds = append(conds, "ts < {until:DateTime64(6, 'UTC')}")
+	}
+	in := func(col string, vals []string) {
+		if len(vals) == 0 {
+			return
+		}
+		p[col] = formatStringArray(vals)
+		conds = append(conds, col+" IN {"+col+":Array(String)}")
+	}
+	// prefixed is in for a field whose values may end in "*".
+	prefixed := func(col string, vals []string) {
+		var exact, prefixes []string
+		for _, v := range vals {
+			if pre, ok := strings.CutSuffix(v, "*"); ok {
+				prefixes = append(prefixes, pre)
+			} else {
+				exact = append(exact, v)
+			}
+		}
+		var or []string
+		if len(exact) > 0 {
+			p[col] = formatStringArray(exact)
+			or = append(or, col+" IN {"+col+":Array(String)}")
+		}
+		if len(prefixes) > 0 {
+			name := col + "_prefix"
+			p[name] = formatStringArray(prefixes)
+			or = append(or, "arrayExists(p -> startsWith("+col+", p), {"+name+":Array(String)})")
+		}
+		switch len(or) {
+		case 1:
+			conds = append(conds, or[0])
+		case 2:
+			conds = append(conds, "("+or[0]+" OR "+or[1]+")")
+		}
+	}
+	in("cluster", f.Cluster)
+	in("verb", f.Verb)
+	in("resource", f.Resource)
+	in("namespace", f.Namespace)
+	in("name", f.Name)
+	prefixed("user", f.User)
+	prefixed("user_agent", f.UserAgent)
+	in("stage", f.Stage)
+	in("level", f.Level)
+	if len(f.Code) > 0 {
+		p["code"] = formatInt32Array(f.Code)
+		conds = append(conds, "code IN {code:Array(Int32)}")
+	}
+	for i, c := range conds {
+		if i == 0 {
+			b.WriteString("\nWHERE ")
+		} else {
+			b.WriteString("\n  AND ")
+		}
+		b.WriteString(c)
+	}
+	if f.Order == Desc {
+		b.WriteString("\nORDER BY ts DESC, audit_id DESC, stage DESC, cluster DESC")
+	} else {
+		b.WriteString("\nORDER BY ts, audit_id, stage, cluster")
+	}
+	b.WriteString("\nLIMIT {limit:UInt32}")
+	p["limit"] = strconv.Itoa(f.limit())
+	return b.String(), p
+}
+
+// formatTime renders t for a DateTime64(6, 'UTC') parameter, rounded up to
+// the next microsecond: column values have microsecond precision, so
+// ts >= t and ts < t hold exactly when they hold for the rounded value.
+func formatTime(t time.Time) string {
+	t = t.UTC()
+	if r := t.Truncate(time.Microsecond); r.Before(t) {
+		t = r.Add(time.Microsecond)
+	}
+	if t.Before(minTime) {
+		t = minTime
+	}
+	if t.After(maxTime) {
+		t = maxTime
+	}
+	return t.Format("2006-01-02 15:04:05.000000")
+}
+
+// formatStringArray renders an Array(String) parameter: a list of quoted
+// literals, each with backslash, quote and control characters escaped.
+func formatStringArray(vals []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\'')
+		quotedEscaper.WriteString(&b, v)
+		b.WriteByte('\'')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// quotedEscaper escapes a string inside a quoted ClickHouse literal. Only
+// the backslash and the quote need it; the control characters are escaped
+// so that a parameter value is one printable line.
+var quotedEscaper = strings.NewReplacer(
+	`\`, `\\`,
+	`'`, `\'`,
+	"\x00", `\0`,
+	"\n", `\n`,
+	"\r", `\r`,
+	"\t", `\t`,
+)
+
+// formatInt32Array renders an Array(Int32) parameter.
+func formatInt32Array(vals []int32) string {
+	b := make([]byte, 0, 2+4*len(vals))
+	b = append(b, '[')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(v), 10)
+	}
+	return string(append(b, ']'))
+}

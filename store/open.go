@@ -1,0 +1,96 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Options configures Open.
+type Options struct {
+	// ChdbLib is the value of the --chdb-lib flag: the path of libchdb.so
+	// for chdb:// URLs. Empty means look it up (CHDB_LIB_PATH, the cache
+	// filled by `make chdb`, /usr/local/lib/libchdb.so).
+	ChdbLib string
+	// Logger receives the engines' start-up messages; nil discards them.
+	Logger *slog.Logger
+}
+
+// openServer opens a ClickHouse server or cluster from a clickhouse:// URL.
+// The server engine (server.go) sets it; Open fails while it is nil.
+var openServer func(ctx context.Context, url string, opts Options) (Store, error)
+
+// Open opens the Store that rawURL names:
+//
+//	chdb:///abs/path         the embedded engine, data in /abs/path
+//	chdb://./rel/path        the embedded engine, data relative to the working directory
+//	clickhouse://host:9000/db?…  a ClickHouse server or cluster (see server.go)
+//
+// The data directory of the embedded engine is created if missing.
+func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("store URL %q: want chdb:///abs/path, chdb://./rel/path or clickhouse://host:port/db", rawURL)
+	}
+	switch strings.ToLower(scheme) {
+	case "chdb":
+		path, err := chdbDataPath(rawURL)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(path, 0o750); err != nil {
+			return nil, fmt.Errorf("creating the embedded engine's data directory: %w", err)
+		}
+		//lint:ignore S1016 Options may grow fields for the server engine only.
+		e, err := OpenEmbedded(ctx, path, EmbeddedOptions{ChdbLib: opts.ChdbLib, Logger: opts.Logger})
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
+	case "clickhouse":
+		if openServer == nil {
+			return nil, fmt.Errorf("store URL %s: this binary has no ClickHouse server engine", scheme+"://…")
+		}
+		return openServer(ctx, rawURL, opts)
+	default:
+		// Only the scheme is repeated: a server URL may carry a password.
+		return nil, fmt.Errorf("store URL scheme %q: want chdb:// (embedded engine) or clickhouse:// (server)", scheme)
+	}
+}
+
+// chdbDataPath returns the absolute data directory a chdb:// URL names:
+// chdb:///abs/path, or chdb://./rel/path (also chdb://../rel/path)
+// relative to the working directory.
+func chdbDataPath(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("parsing store URL: %w", err)
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("store URL %q: %s; want chdb:///abs/path or chdb://./rel/path", rawURL, why)
+	}
+	if u.User != nil || u.Port() != "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", bad("a chdb URL holds only a path")
+	}
+	var p string
+	switch u.Host {
+	case "":
+		p = u.Path
+	case ".", "..":
+		p = u.Host + u.Path
+	default:
+		return "", bad(fmt.Sprintf("%q is not a path (a relative path starts with ./)", u.Host+u.Path))
+	}
+	if p == "" || p == "/" {
+		return "", bad("no data path")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("store URL %q: %w", rawURL, err)
+	}
+	return abs, nil
+}

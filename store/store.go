@@ -1,0 +1,35 @@
+// Package store is the one seam to ClickHouse. Two engines implement Store:
+// the embedded engine (chDB, loaded lazily through package store/chdb) and a
+// ClickHouse server or cluster (clickhouse-go/v2, native protocol). Both run
+// the same SQL; callers never see which one they talk to.
+package store
+
+import (
+	"context"
+	"errors"
+)
+
+// Params binds server-side query parameters written as {name:Type} in the
+// SQL text. Values are passed as strings and typed by the engine from the
+// placeholder, so user input never becomes SQL text.
+type Params map[string]string
+
+// Store is what every engine provides.
+type Store interface {
+	// Exec runs a statement that returns no rows (DDL, ALTER, …).
+	Exec(ctx context.Context, sql string, params Params) error
+	// Select runs a query and calls fn once per result row, each encoded as
+	// one JSON object (ClickHouse JSONEachRow, 64-bit integers unquoted).
+	// The slice passed to fn is only valid during the call.
+	Select(ctx context.Context, sql string, params Params, fn func(row []byte) error) error
+	// Insert appends rows to audit_events in one batch.
+	Insert(ctx context.Context, rows []Row) error
+	// Kind names the engine: "chdb" or "clickhouse".
+	Kind() string
+	// Close releases the engine.
+	Close() error
+}
+
+// ErrUnsupportedServer is returned when a ClickHouse server is older than
+// the oldest version this project supports.
+var ErrUnsupportedServer = errors.New("unsupported ClickHouse server version")

@@ -1,0 +1,191 @@
+// Package web serves auditlens over HTTP with gin: the audit webhook
+// (POST /audit/{cluster}), the read API under /api/v1, Prometheus metrics,
+// health checks and the landing page.
+package web
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/auditlens/auditlens/query"
+)
+
+// Config wires the router.
+type Config struct {
+	// Webhook receives audit batches; nil turns the receiver off.
+	Webhook http.Handler
+	// Store answers queries; nil turns the query API off.
+	Store query.Selecter
+	// Gatherer serves /metrics; nil serves the default registry.
+	Gatherer prometheus.Gatherer
+	// QueryLimits bound jq programs run by /api/v1/events.
+	QueryLimits query.Limits
+	// QueryTimeout bounds one API query (default 60s).
+	QueryTimeout time.Duration
+	// APITokens, when not empty, are the bearer tokens the read API
+	// accepts. The webhook has its own tokens.
+	APITokens []string
+	// Ready reports readiness for /readyz; nil means always ready.
+	Ready  *atomic.Bool
+	Logger *slog.Logger
+	// Now is the clock for relative time filters (default time.Now).
+	Now func() time.Time
+	// Info is shown on the landing page, e.g. the webhook kubeconfig.
+	Info string
+}
+
+// NewRouter returns the HTTP handler for serve.
+func NewRouter(cfg Config) http.Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.QueryTimeout <= 0 {
+		cfg.QueryTimeout = 60 * time.Second
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.Recovery())
+	s := &server{cfg: cfg}
+
+	if cfg.Webhook != nil {
+		h := gin.WrapH(cfg.Webhook)
+		r.POST("/audit", h)
+		r.POST("/audit/:cluster", h)
+	}
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
+	r.GET("/readyz", func(c *gin.Context) {
+		if cfg.Ready != nil && !cfg.Ready.Load() {
+			c.String(http.StatusServiceUnavailable, "not ready\n")
+			return
+		}
+		c.String(http.StatusOK, "ok\n")
+	})
+	r.GET("/", s.index)
+	if cfg.Store != nil {
+		api := r.Group("/api/v1", s.auth)
+		api.GET("/events", s.events)
+	}
+	return r
+}
+
+type server struct{ cfg Config }
+
+// apiError is the one shape of API errors.
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func (s *server) fail(c *gin.Context, code int, err error) {
+	if code >= 500 {
+		s.cfg.Logger.Error("api", "path", c.Request.URL.Path, "err", err)
+	}
+	c.AbortWithStatusJSON(code, apiError{Error: err.Error()})
+}
+
+func (s *server) auth(c *gin.Context) {
+	if len(s.cfg.APITokens) == 0 {
+		return
+	}
+	tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	if ok {
+		for _, t := range s.cfg.APITokens {
+			if t == tok {
+				return
+			}
+		}
+	}
+	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token)"))
+}
+
+// flushWriter flushes the response every few lines so results stream.
+type flushWriter struct {
+	w *bufio.Writer
+	f http.Flusher
+}
+
+func (f flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
+
+func (f flushWriter) Flush() {
+	_ = f.w.Flush()
+	f.f.Flush()
+}
+
+func (s *server) events(c *gin.Context) {
+	v := c.Request.URL.Query()
+	f, err := query.ParseFilter(v, s.cfg.Now())
+	if err != nil {
+		s.fail(c, http.StatusBadRequest, err)
+		return
+	}
+	var jq *query.JQ
+	if prog := v.Get("jq"); prog != "" {
+		jq, err = query.CompileJQ(prog)
+		if err != nil {
+			s.fail(c, http.StatusBadRequest, err)
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
+	defer cancel()
+	c.Header("Content-Type", "application/x-ndjson")
+	bw := bufio.NewWriterSize(c.Writer, 64<<10)
+	out := flushWriter{w: bw, f: c.Writer}
+	st, err := query.Events(ctx, s.cfg.Store, f, jq, s.cfg.QueryLimits, out)
+	if err != nil {
+		if st.Emitted == 0 && !c.Writer.Written() && bw.Buffered() == 0 {
+			code := http.StatusInternalServerError
+			switch {
+			case errors.Is(err, query.ErrBadJQ), errors.Is(err, query.ErrLimit):
+				code = http.StatusBadRequest
+			case errors.Is(err, context.DeadlineExceeded):
+				code = http.StatusServiceUnavailable
+				err = fmt.Errorf("query took longer than %s (serve --query-timeout): %w", s.cfg.QueryTimeout, err)
+			}
+			s.fail(c, code, err)
+			return
+		}
+		// Mid-stream: the status is sent; end with an error line a client
+		// can recognise.
+		fmt.Fprintf(bw, "{\"error\":%q}\n", err.Error())
+	}
+	_ = bw.Flush()
+}
+
+var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>auditlens</title>
+<style>body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}
+pre{background:#f4f4f4;padding:1rem;overflow:auto}</style></head>
+<body><h1>auditlens</h1>
+<p>Kubernetes audit events in, answers out.</p>
+<ul>
+<li><code>POST /audit/{cluster}</code> — kube-apiserver audit webhook</li>
+<li><a href="/api/v1/events?since=15m&amp;limit=50"><code>GET /api/v1/events</code></a> — events as NDJSON (filters, <code>jq=</code>)</li>
+<li><a href="/metrics"><code>GET /metrics</code></a> — Prometheus metrics</li>
+</ul>
+{{if .}}<h2>Point a kube-apiserver here</h2><pre>{{.}}</pre>{{end}}
+</body></html>`))
+
+func (s *server) index(c *gin.Context) {
+	c.Header("Content-Type", "text/html; charset=utf-8")
+	c.Status(http.StatusOK)
+	_ = indexTmpl.Execute(c.Writer, s.cfg.Info)
+}
