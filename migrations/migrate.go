@@ -199,7 +199,7 @@ func Split(text string) []string {
 	}
 	for _, line := range strings.SplitAfter(text, "\n") {
 		trimmed := strings.TrimRight(line, " \t\r\n")
-		if strings.HasSuffix(trimmed, ";") {
+		if strings.HasSuffix(trimmed, ";") && !strings.HasPrefix(strings.TrimSpace(trimmed), "--") {
 			cur.WriteString(strings.TrimSuffix(trimmed, ";"))
 			flush()
 			continue
@@ -282,7 +282,7 @@ func (t *templater) render(name, text string) (string, error) {
 	return buf.String(), nil
 }
 
-var createLocal = regexp.MustCompile("(?s)^CREATE TABLE IF NOT EXISTS (\\S*?)(\\w+)_local ")
+var createLocal = regexp.MustCompile("(?m)^CREATE TABLE IF NOT EXISTS (\\S*?)(\\w+)_local ")
 
 // withDistributed returns stmt and, on a cluster, the Distributed table in
 // front of each local table it creates.
@@ -300,10 +300,15 @@ func (t *templater) withDistributed(stmt string) []string {
 	} else {
 		db = "'" + strings.ReplaceAll(db, "'", "\\'") + "'"
 	}
-	shardKey := "rand()"
-	if m[2] == "audit_events" {
-		// Every copy of one event lands on one shard, so FINAL collapses it.
-		shardKey = "cityHash64(cluster, audit_id)"
+	// Every version of one row must land on one shard so FINAL collapses it.
+	shardKey := map[string]string{
+		"audit_events":      "cityHash64(cluster, audit_id)",
+		"findings":          "cityHash64(id)",
+		"reports":           "cityHash64(id)",
+		"schema_migrations": "version",
+	}[m[2]]
+	if shardKey == "" {
+		shardKey = "rand()"
 	}
 	dist := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s %s AS %s%s_local ENGINE = Distributed(%s, %s, '%s_local', %s)",
 		m[1], m[2], t.OnCluster(), m[1], m[2], quoteIdent(t.cfg.Cluster), db, m[2], shardKey)

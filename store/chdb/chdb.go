@@ -316,9 +316,14 @@ func (db *DB) clearDeadline(ctx context.Context, c *conn) {
 }
 
 // withCtxErr adds ctx's error to err when ctx is done: the engine reports a
-// statement it stopped at the deadline as TIMEOUT_EXCEEDED.
+// statement it stopped at the deadline as TIMEOUT_EXCEEDED, possibly a
+// moment before ctx's own timer marks it done.
 func withCtxErr(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	cerr := ctx.Err()
+	if dl, ok := ctx.Deadline(); cerr == nil && ok && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded
+	}
+	if cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
