@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb fmt vet staticcheck bench fuzz clean
+.PHONY: all build run test check chdb e2e-bins e2e e2e-fixtures fmt vet staticcheck bench fuzz clean
 
 all: build
 
@@ -27,9 +27,24 @@ build:
 run: chdb build
 	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) serve --data ./data
 
-## test: every test, on the real embedded engine
-test: chdb
+## test: every test, on the real embedded engine and a real kube-apiserver
+## (deploy/e2e, whose binaries are built into the cache on first use)
+test: chdb e2e-bins
 	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
+
+## e2e-bins: build the pinned kube-apiserver and etcd into the user cache
+## (~6 minutes once; a cached run only checks them)
+e2e-bins:
+	deploy/e2e/build.sh >/dev/null
+
+## e2e: the end-to-end tests alone: real etcd + kube-apiserver → webhook → auditlens
+e2e: chdb e2e-bins
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m -v ./deploy/e2e/
+
+## e2e-fixtures: rerun the end-to-end scenarios and rewrite deploy/e2e/fixtures/
+e2e-fixtures: chdb e2e-bins
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -timeout 20m -v -run TestRealAPIServer ./deploy/e2e/
+	$(GO) test -count=1 -run TestFixtures ./deploy/e2e/
 
 ## check: formatting, vet, staticcheck and the race detector
 check: chdb

@@ -50,7 +50,10 @@ const flushEvery = 64
 // than selecting a few events out of many with jq.
 //
 // lim bounds the whole query (the limits set on jq with WithLimits are
-// not used). Events validates f first. When w has a Flush method (an
+// not used). With lim.Worker set, the jq program runs in a worker process
+// started for this query, and a program that crashes it (a stack overflow
+// from deep recursion or nesting, running out of memory) fails the query
+// instead of the caller's process. Events validates f first. When w has a Flush method (an
 // http.ResponseWriter, a bufio.Writer) Events calls it every few lines so
 // the client sees results while the query runs.
 //
@@ -63,16 +66,31 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		return stats, err
 	}
 	lim = lim.withDefaults()
-	runCtx, release := lim.start(ctx, jq != nil)
+	// A worker watches its own heap: this process's heap is not the
+	// program's.
+	runCtx, release := lim.start(ctx, jq != nil && lim.Worker == nil)
 	defer release()
+
+	var run jqRunner
+	switch {
+	case jq == nil:
+	case lim.Worker != nil:
+		wk, err := lim.Worker.start(runCtx, jq, lim)
+		if err != nil {
+			return stats, limitErr(ctx, runCtx, err)
+		}
+		defer wk.close(true) // a no-op once closed below
+		run = wk
+	default:
+		run = &inProcess{ctx: runCtx, q: jq}
+	}
 
 	out := &lineWriter{w: bufio.NewWriterSize(w, 32<<10), flusher: w, lim: lim, stats: &stats}
 	sql, params := f.SQL("cluster, audit_id, stage, raw")
 	var (
-		rows  rowReader
-		line  []byte
-		input any
-		stop  error // why fn stopped the query; the store may wrap it
+		rows rowReader
+		line []byte
+		stop error // why fn stopped the query; the store may wrap it
 	)
 	err := st.Select(runCtx, sql, params, func(data []byte) error {
 		if err := rows.read(data); err != nil {
@@ -89,21 +107,11 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			stop = out.write(line)
 			return stop
 		}
-		var err error
-		if input, err = DecodeEvent(rows.raw); err != nil {
-			stop = fmt.Errorf("event %s: decoding the stored event: %w", rows.row.key(), err)
-			return stop
-		}
-		err = jq.run(runCtx, input, func(v any) error {
-			var err error
-			if line, err = appendJSON(line[:0], v); err != nil {
-				return err
-			}
-			return out.write(append(line, '\n'))
-		})
+		err := run.run(rows.raw, out)
+		var ee eventError
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrJQFailed):
+		case errors.Is(err, ErrJQFailed), errors.As(err, &ee):
 			stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
 		default:
 			stop = err
@@ -115,6 +123,13 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	} else if err != nil {
 		err = fmt.Errorf("selecting events: %w", err)
 	}
+	if run != nil {
+		// Stop a worker still busy with an event (the query ends early:
+		// a limit, halt, an error) rather than wait for it.
+		if cerr := run.close(err != nil); err == nil {
+			err = cerr
+		}
+	}
 	if errors.Is(err, errHalt) {
 		err = nil
 	}
@@ -125,6 +140,48 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	stats.Truncated = stats.Matched >= f.limit()
 	return stats, err
 }
+
+// jqRunner runs a query's jq program over its events, one at a time.
+type jqRunner interface {
+	// run runs the program over one raw event and writes each output to
+	// out as a line. It returns errHalt when the program halts, and an
+	// error wrapping ErrJQFailed or an eventError for a failure that
+	// concerns this event.
+	run(raw []byte, out *lineWriter) error
+	// close releases what the runner holds; stop says the query ends
+	// early, so work in progress is to be abandoned.
+	close(stop bool) error
+}
+
+// eventError marks an error about the event being processed (not the
+// program), such as a stored event that is not JSON. Events names the
+// event in it.
+type eventError struct{ error }
+
+func (e eventError) Unwrap() error { return e.error }
+
+// inProcess runs the program in this process.
+type inProcess struct {
+	ctx  context.Context
+	q    *JQ
+	line []byte
+}
+
+func (r *inProcess) run(raw []byte, out *lineWriter) error {
+	input, err := DecodeEvent(raw)
+	if err != nil {
+		return eventError{fmt.Errorf("decoding the stored event: %w", err)}
+	}
+	return r.q.run(r.ctx, input, func(v any) error {
+		var err error
+		if r.line, err = appendJSON(r.line[:0], v); err != nil {
+			return err
+		}
+		return out.write(append(r.line, '\n'))
+	})
+}
+
+func (r *inProcess) close(bool) error { return nil }
 
 // appendRawLine appends raw and a newline to b. Trailing whitespace is
 // dropped, and raw is compacted when it spans several lines, so that it

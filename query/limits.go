@@ -34,8 +34,20 @@ type Limits struct {
 	// fails before it exhausts the machine. Go cannot account memory to a
 	// goroutine: the heap of the whole process is sampled every few
 	// milliseconds, so set this well above what the rest of the process
-	// allocates between two garbage collections.
+	// allocates between two garbage collections. With Worker set, the
+	// worker process enforces it on its own heap instead.
 	MaxMemory int64
+	// Worker, when not nil, makes Events run the jq program in a child
+	// process that Worker starts (see ProcessRunner and ServeWorker)
+	// instead of in this one. Set it where programs come from the network:
+	// Go cannot recover from a stack overflow and gojq does not limit
+	// nesting, so a program such as
+	// reduce range(3e6) as $i (null; [.]) | tojson would end the whole
+	// process. A worker that dies fails the query with an error wrapping
+	// ErrJQFailed, or a *LimitError when it hit a limit. Leave it nil to
+	// run programs in this process, as the command line does with the
+	// user's own program. JQ.Run always runs in this process.
+	Worker *ProcessRunner
 }
 
 // withDefaults returns l with zero fields set to their defaults.
@@ -177,14 +189,22 @@ type budget struct {
 // spend accounts for one more output of n bytes and fails, without
 // accounting for it, when that would exceed lim.
 func (b *budget) spend(lim Limits, n int64) error {
+	if err := b.check(lim, n); err != nil {
+		return err
+	}
+	b.outputs++
+	b.bytes += n
+	return nil
+}
+
+// check fails as spend would, without accounting for the output.
+func (b *budget) check(lim Limits, n int64) error {
 	if lim.MaxOutputs > 0 && b.outputs >= lim.MaxOutputs {
 		return &LimitError{Setting: "MaxOutputs", Limit: strconv.Itoa(lim.MaxOutputs)}
 	}
 	if lim.MaxOutputBytes > 0 && b.bytes+n > lim.MaxOutputBytes {
 		return &LimitError{Setting: "MaxOutputBytes", Limit: formatBytes(lim.MaxOutputBytes)}
 	}
-	b.outputs++
-	b.bytes += n
 	return nil
 }
 

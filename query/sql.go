@@ -125,34 +125,8 @@ func formatTime(t time.Time) string {
 	return t.Format("2006-01-02 15:04:05.000000")
 }
 
-// formatStringArray renders an Array(String) parameter: a list of quoted
-// literals, each with backslash, quote and control characters escaped.
-func formatStringArray(vals []string) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, v := range vals {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\'')
-		quotedEscaper.WriteString(&b, v)
-		b.WriteByte('\'')
-	}
-	b.WriteByte(']')
-	return b.String()
-}
-
-// quotedEscaper escapes a string inside a quoted ClickHouse literal. Only
-// the backslash and the quote need it; the control characters are escaped
-// so that a parameter value is one printable line.
-var quotedEscaper = strings.NewReplacer(
-	`\`, `\\`,
-	`'`, `\'`,
-	"\x00", `\0`,
-	"\n", `\n`,
-	"\r", `\r`,
-	"\t", `\t`,
-)
+// formatStringArray renders an Array(String) parameter.
+func formatStringArray(vals []string) string { return store.StringArrayParam(vals) }
 
 // formatInt32Array renders an Array(Int32) parameter.
 func formatInt32Array(vals []int32) string {

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 
 // server is an auditlens serve child process.
 type server struct {
-	t    *testing.T
+	t    testing.TB
 	cmd  *exec.Cmd
 	base string
 	done chan error
@@ -38,7 +38,7 @@ type server struct {
 
 var listening = regexp.MustCompile(`is listening on (https?://[0-9.:]+)`)
 
-func startServe(t *testing.T, args ...string) *server {
+func startServe(t testing.TB, args ...string) *server {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), "AUDITLENS_TEST_MAIN=1")

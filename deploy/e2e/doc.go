@@ -1,0 +1,19 @@
+// Package e2e runs auditlens against the real producer of audit events: a
+// kube-apiserver (with etcd) built from the Go module proxy at the versions
+// pinned in versions.env, sending to an `auditlens serve` over its audit
+// webhook while a scenario driver plays the cluster's actors through the
+// REST API.
+//
+// The package holds only tests. build.sh builds the binaries into the user
+// cache (${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes version>/);
+// TestMain calls it, so a cached machine never rebuilds. Each scenario
+// starts its own etcd and kube-apiserver on free 127.0.0.1 ports, runs for
+// a few seconds of compressed cluster time, stops the apiserver (which
+// flushes its audit webhook) and checks that auditlens stored exactly the
+// events of the apiserver's own audit log file, then checks the findings.
+//
+// Run with `make e2e`; `go test -short` skips it, and so does
+// AUDITLENS_E2E=skip. AUDITLENS_E2E_UPDATE=1 (`make e2e-fixtures`) rewrites
+// the committed audit logs in fixtures/, which fast unit tests elsewhere
+// read as real apiserver output.
+package e2e

@@ -1,0 +1,374 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Compressed cluster time: a controller's watch restarts every few seconds
+// instead of every 5-10 minutes.
+const (
+	// watchTimeout is the timeoutSeconds of every watch, so each client
+	// re-watches every watchTimeout seconds.
+	watchTimeout = 5
+	// loopIterations is how many times the incident's controller re-watches
+	// from its stale resourceVersion.
+	loopIterations = 6
+	// churnDelay is how long after a looping watch starts the endpoints
+	// controller deletes and re-creates Endpoints (the replay's aftermath).
+	churnDelay = 400 * time.Millisecond
+)
+
+// expectation is what a scenario's audit log must make the detectors say.
+// It is also written beside the fixture (fixtures/<scenario>.json) so that
+// unit tests over the fixture need not hard-code resourceVersions.
+type expectation struct {
+	Scenario    string `json:"scenario"`
+	Cluster     string `json:"cluster"`
+	Description string `json:"description"`
+	// WatchLoop, when set, is the watch-loop finding the scenario must
+	// yield; otherwise it must yield none.
+	WatchLoop *expectedFinding `json:"watch_loop,omitempty"`
+	// RVRegression, when set, is the watch-rv-regression finding the
+	// scenario must yield.
+	RVRegression *expectedFinding `json:"watch_rv_regression,omitempty"`
+	// Silent lists the detectors that must find nothing.
+	Silent []string `json:"silent,omitempty"`
+}
+
+type expectedFinding struct {
+	User            string `json:"user"`
+	UserAgent       string `json:"user_agent"`
+	Resource        string `json:"resource"`
+	ResourceVersion string `json:"resource_version"`
+	// Objects must all be among the finding's objects; NotObjects none.
+	Objects    []objectRef `json:"objects,omitempty"`
+	NotObjects []objectRef `json:"not_objects,omitempty"`
+	// Iterations is how many looping watches the driver made.
+	Iterations int `json:"iterations,omitempty"`
+}
+
+type objectRef struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func endpointsRefs(names ...string) []objectRef {
+	var out []objectRef
+	for _, n := range names {
+		out = append(out, objectRef{Resource: "endpoints", Namespace: "default", Name: n})
+	}
+	return out
+}
+
+type scenario struct {
+	name string
+	// token: the apiserver authenticates to auditlens with a bearer token;
+	// otherwise with a client certificate.
+	token bool
+	run   func(d *driver) expectation
+}
+
+var scenarios = []scenario{
+	{"seed-incident", false, seedIncident},
+	{"healthy-recreate", true, healthyRecreate},
+	{"idle-constant-rv", false, idleConstantRV},
+	{"rv-regression", true, rvRegression},
+}
+
+// seedIncident replays seeds 000/001: create, delete, create Services, then
+// delete the early-created one; kube-controller-manager's reflector resumes
+// from the deleted object's old resourceVersion at every restart, and each
+// restart is followed by Endpoints delete→create for live Services.
+func seedIncident(d *driver) expectation {
+	legacyRV := d.setup()
+	d.configWriter()
+	d.reflect(d.proxy, "/api/v1/services", watchTimeout, true)
+	d.reflect(d.proxy, "/api/v1/endpoints", watchTimeout, true)
+	healthy, stopHealthy := d.reflect(d.kcm, "/api/v1/services", watchTimeout, true)
+	d.sleep(2 * time.Second)
+
+	// The trigger: create, delete, create; then delete the early-created
+	// Service. With the bug the DELETE event carries legacy's old
+	// resourceVersion, the last the controller's reflector receives.
+	d.createService("promo", 10)
+	d.sleep(500 * time.Millisecond)
+	d.deleteService("promo")
+	d.sleep(500 * time.Millisecond)
+	d.createService("promo-v2", 11)
+	d.sleep(500 * time.Millisecond)
+	d.deleteService("legacy")
+	d.sleep(time.Second)
+	stopHealthy()
+	d.t.Logf("kube-controller-manager watched services from %v before the trigger; now from %s", healthy.watchRVs(), legacyRV)
+
+	// The loop: every restart replays the Service events since legacyRV,
+	// the controller's cache drops live Services, and the endpoints
+	// controller deletes their Endpoints and re-creates them.
+	victims := []string{"cart", "checkout", "payments"}
+	for i := 0; i < loopIterations && d.ctx.Err() == nil; i++ {
+		_, err := d.kcm.watch(d.ctx, "/api/v1/services", legacyRV, watchTimeout, false, func() {
+			d.background("endpoints churn", func(ctx context.Context) error {
+				select {
+				case <-time.After(churnDelay):
+				case <-ctx.Done():
+					return nil
+				}
+				return d.endpointsChurn(ctx, victims)
+			})
+		})
+		if err != nil && err != errGone {
+			d.must(err)
+		}
+	}
+	d.sleep(time.Second)
+	return expectation{
+		Description: "kube-controller-manager re-watches services from the stale resourceVersion of deleted Service legacy; " +
+			"each watch start is followed within a second by Endpoints delete→create for cart, checkout and payments",
+		WatchLoop: &expectedFinding{
+			User: kcmID.user, UserAgent: kcmID.userAgent, Resource: "services", ResourceVersion: legacyRV,
+			Objects:    endpointsRefs(victims...),
+			NotObjects: endpointsRefs("promo", "legacy", "frontend", "catalog"),
+			Iterations: loopIterations,
+		},
+	}
+}
+
+// healthyRecreate: controllers whose watches advance, and a user deleting
+// and re-creating Services; the endpoints pairs that follow are legitimate.
+func healthyRecreate(d *driver) expectation {
+	d.setup()
+	d.configWriter()
+	d.reflect(d.proxy, "/api/v1/services", watchTimeout, true)
+	d.reflect(d.proxy, "/api/v1/endpoints", watchTimeout, true)
+	kcm, _ := d.reflect(d.kcm, "/api/v1/services", watchTimeout, true)
+	d.reflect(d.kcm, "/api/v1/endpoints", watchTimeout, true)
+	d.sleep(3 * time.Second)
+	for i, name := range []string{"cart", "checkout", "cart"} {
+		d.deleteService(name)
+		d.sleep(2 * time.Second)
+		d.createService(name, 20+i)
+		d.sleep(4 * time.Second)
+	}
+	d.sleep(2 * watchTimeout * time.Second)
+	d.t.Logf("kube-controller-manager watched services from %v", kcm.watchRVs())
+	return expectation{
+		Description: "healthy reflectors (kube-controller-manager, kube-proxy) with advancing resourceVersions; " +
+			"alice deletes and re-creates Services cart, checkout and cart again, each followed by the endpoints pair",
+		Silent: []string{"watch-loop", "watch-rv-regression"},
+	}
+}
+
+// idleConstantRV: watchers of idle resources legitimately re-watch from the
+// same resourceVersion while unrelated writes advance the cluster's.
+func idleConstantRV(d *driver) expectation {
+	d.setup()
+	_, err := d.admin.create("", "namespaces", namespace("quiet"))
+	d.must(err)
+	_, err = d.admin.create("quiet", "configmaps", configMap("feature-flags", map[string]string{"dark-mode": "off"}))
+	d.must(err)
+	d.configWriter()
+	// No bookmarks: with nothing changing, every restart asks for the same
+	// resourceVersion.
+	kcm, _ := d.reflect(d.kcm, "/api/v1/services", watchTimeout, false)
+	d.reflect(d.proxy, "/api/v1/services", watchTimeout, false)
+	reloader, _ := d.reflect(d.reloader, "/api/v1/namespaces/quiet/configmaps", watchTimeout, false)
+	d.sleep(time.Duration(loopIterations*watchTimeout+2) * time.Second)
+	for _, r := range []*reflector{kcm, reloader} {
+		rvs := r.watchRVs()
+		if len(rvs) < 3 || distinct(rvs) != 1 {
+			d.t.Errorf("%s's watches of %s used resourceVersions %v, want one constant resourceVersion", r.a.id.user, r.path, rvs)
+		}
+	}
+	return expectation{
+		Description: "kube-controller-manager, kube-proxy and a config reloader re-watch idle Services and ConfigMaps " +
+			"from a constant resourceVersion while another namespace's ConfigMaps churn; no Endpoints change",
+		Silent: []string{"watch-loop", "watch-rv-regression"},
+	}
+}
+
+// rvRegression: kube-proxy's reflector, advancing, receives a DELETE event
+// carrying the deleted object's old resourceVersion (seed 001) and restarts
+// from below a resourceVersion it already used.
+func rvRegression(d *driver) expectation {
+	legacyRV := d.setup()
+	d.configWriter()
+	d.reflect(d.kcm, "/api/v1/services", watchTimeout, true)
+	const short = 3 // seconds per kube-proxy watch
+	var used []string
+	rv, err := d.proxy.list(d.ctx, "/api/v1/services")
+	d.must(err)
+	watch := func(from string) string {
+		used = append(used, from)
+		next, err := d.proxy.watch(d.ctx, "/api/v1/services", from, short, false, nil)
+		if err != nil && err != errGone {
+			d.must(err)
+		}
+		return next
+	}
+	d.background("alice", func(ctx context.Context) error {
+		for i, name := range []string{"promo", "promo-v2"} {
+			select {
+			case <-time.After(time.Duration(1+i*short) * time.Second):
+			case <-ctx.Done():
+				return nil
+			}
+			if _, err := d.alice.create("default", "services", service(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i := 0; i < 3; i++ {
+		rv = watch(rv)
+	}
+	d.deleteService("legacy")
+	// The reflector took legacy's old resourceVersion from the DELETE event.
+	rv = watch(legacyRV)
+	for i := 0; i < 2; i++ {
+		rv = watch(rv)
+	}
+	d.t.Logf("kube-proxy watched services from %v (legacy was created at %s)", used, legacyRV)
+	if rvLess(used[2], used[0]) || !rvLess(legacyRV, used[2]) {
+		d.t.Errorf("kube-proxy's watches %v do not advance and then regress to %s", used, legacyRV)
+	}
+	return expectation{
+		Description: "kube-proxy's watches of services advance, then restart from deleted Service legacy's old resourceVersion",
+		RVRegression: &expectedFinding{
+			User: proxyID.user, UserAgent: proxyID.userAgent, Resource: "services", ResourceVersion: legacyRV,
+		},
+		Silent: []string{"watch-loop"},
+	}
+}
+
+func distinct(s []string) int {
+	m := map[string]bool{}
+	for _, v := range s {
+		m[v] = true
+	}
+	return len(m)
+}
+
+// rvLess compares resourceVersions as etcd revisions.
+func rvLess(a, b string) bool {
+	var x, y int64
+	fmt.Sscan(a, &x)
+	fmt.Sscan(b, &y)
+	return x < y
+}
+
+// TestRealAPIServer runs every scenario against a real kube-apiserver whose
+// audit webhook sends to auditlens: two receivers, one authenticating the
+// apiserver by client certificate, one by bearer token.
+func TestRealAPIServer(t *testing.T) {
+	prepare(t)
+	dir := filepath.Join(tempRoot, "run")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ca := newCA(t, dir)
+	var tokenClusters []string
+	for _, sc := range scenarios {
+		if sc.token {
+			tokenClusters = append(tokenClusters, clusterName(sc))
+		}
+	}
+	mtls := startReceiverMTLS(t, ca, filepath.Join(dir, "auditlens-mtls"))
+	token := startReceiverToken(t, ca, filepath.Join(dir, "auditlens-token"), tokenClusters...)
+
+	for _, sc := range scenarios {
+		recv := mtls
+		if sc.token {
+			recv = token
+		}
+		t.Run(sc.name, func(t *testing.T) {
+			runScenario(t, ca, filepath.Join(dir, sc.name), recv, sc)
+		})
+	}
+	for _, sc := range scenarios {
+		res := results[sc.name]
+		if res == nil {
+			continue
+		}
+		t.Run(sc.name+"/findings", func(t *testing.T) { checkFindings(t, res) })
+		t.Run(sc.name+"/scan", func(t *testing.T) { checkScan(t, res) })
+	}
+	for _, r := range []*receiver{mtls, token} {
+		if err := r.proc.stop(60 * time.Second); err != nil {
+			t.Errorf("auditlens serve: %v\n%s", err, r.proc.logTail(30))
+		}
+	}
+}
+
+func clusterName(sc scenario) string { return "e2e-" + sc.name }
+
+func runScenario(t *testing.T, ca *testCA, dir string, recv *receiver, sc scenario) {
+	name := clusterName(sc)
+	c := startCluster(t, ca, dir, name, recv.forCluster(name))
+	d := newDriver(t, c)
+	start := time.Now()
+	exp := sc.run(d)
+	d.stop()
+	t.Logf("scenario ran for %s", time.Since(start).Round(100*time.Millisecond))
+	exp.Scenario, exp.Cluster = sc.name, name
+	// Stopping the apiserver flushes its audit webhook: afterwards the log
+	// file is complete and every batch has been sent.
+	c.stop(t)
+	if t.Failed() {
+		return
+	}
+
+	checkEvents(t, recv, name, c.auditLog)
+	if updateFixtures {
+		saveFixture(t, sc.name, c.auditLog, exp)
+	}
+	results[sc.name] = &scenarioResult{exp: exp, recv: recv, auditLog: c.auditLog, ended: time.Now()}
+}
+
+// scenarioResult is what the findings checks need of a scenario that ran.
+type scenarioResult struct {
+	exp      expectation
+	recv     *receiver
+	auditLog string
+	ended    time.Time
+}
+
+// results of the scenarios that ran, by name; the findings checks run after
+// every scenario, which gives the receivers' detectors time to evaluate the
+// earlier ones.
+var results = map[string]*scenarioResult{}
+
+// checkEvents asserts that auditlens stored exactly the events of the
+// apiserver's own log file, by (auditID, stage): nothing lost, nothing
+// duplicated, nothing invented.
+func checkEvents(t *testing.T, recv *receiver, cluster, auditLog string) {
+	t.Helper()
+	want, err := fileKeys(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 {
+		t.Fatalf("the apiserver wrote no audit events to %s", auditLog)
+	}
+	var diff string
+	ok := poll(90*time.Second, 500*time.Millisecond, func() bool {
+		stored, err := recv.storedKeys(cluster)
+		if err != nil {
+			diff = err.Error()
+			return false
+		}
+		diff = diffKeys(want, stored)
+		return diff == ""
+	})
+	if !ok {
+		t.Errorf("events stored by auditlens differ from the apiserver's audit log: %s\nauditlens log:\n%s", diff, recv.proc.logTail(20))
+		return
+	}
+	t.Logf("auditlens stored the %d events of the apiserver's audit log, each once", len(want))
+}
+

@@ -1,0 +1,234 @@
+package detect
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Severity grades a finding. The zero value is invalid.
+type Severity string
+
+// Severities, from the least to the most urgent.
+const (
+	Info     Severity = "info"
+	Warning  Severity = "warning"
+	Critical Severity = "critical"
+)
+
+// rank orders severities; an unknown severity ranks below Info.
+func (s Severity) rank() int {
+	switch s {
+	case Info:
+		return 1
+	case Warning:
+		return 2
+	case Critical:
+		return 3
+	}
+	return 0
+}
+
+// AtLeast reports whether s is as urgent as min or more.
+func (s Severity) AtLeast(min Severity) bool { return s.rank() >= min.rank() }
+
+// ParseSeverity returns the severity named s (case-insensitive).
+func ParseSeverity(s string) (Severity, error) {
+	v := Severity(strings.ToLower(strings.TrimSpace(s)))
+	if v.rank() == 0 {
+		return "", fmt.Errorf("severity %q: want info, warning or critical", s)
+	}
+	return v, nil
+}
+
+// Finding is one incident a detector found: the JSON document of the
+// findings API and of `auditlens detect` and `scan`. Its ID is stable: the
+// same incident found again, in an overlapping window or a later run, has
+// the same ID and is merged into the stored finding (see Merge).
+type Finding struct {
+	ID       string   `json:"id"`
+	Detector string   `json:"detector"`
+	Cluster  string   `json:"cluster"`
+	Severity Severity `json:"severity"`
+	// Confidence is how sure the detector is, from 0 to 1.
+	Confidence float64 `json:"confidence"`
+	Title      string  `json:"title"`
+	// Summary is a paragraph a person can act on.
+	Summary   string    `json:"summary"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Subjects  Subjects  `json:"subjects"`
+	// Objects are the API objects the incident hurt, sorted.
+	Objects []Object `json:"objects"`
+	// Evidence are the audit events that prove the finding, by time.
+	Evidence    []Evidence `json:"evidence"`
+	Remediation string     `json:"remediation"`
+}
+
+// Subjects name who did what to which resource. The first five are always
+// present (empty when they do not apply); the rest only when a detector
+// sets them.
+type Subjects struct {
+	User            string `json:"user"`
+	UserAgent       string `json:"user_agent"`
+	Resource        string `json:"resource"`
+	APIGroup        string `json:"api_group"`
+	ResourceVersion string `json:"resource_version"`
+	// SourceIP is the client's address: several instances of one client
+	// (kube-proxy on every node) share a user and user agent.
+	SourceIP string `json:"source_ip,omitempty"`
+	// Namespace of a namespaced watch; empty for a cluster-wide one.
+	Namespace string `json:"namespace,omitempty"`
+	// LabelSelector and FieldSelector of the watch, when it had them.
+	LabelSelector string `json:"label_selector,omitempty"`
+	FieldSelector string `json:"field_selector,omitempty"`
+	// PreviousResourceVersion is, for a regression, the highest
+	// resourceVersion the client had used before.
+	PreviousResourceVersion string `json:"previous_resource_version,omitempty"`
+	// WatchRestarts counts the watches the client started from
+	// ResourceVersion (quick retries counted once).
+	WatchRestarts int `json:"watch_restarts,omitempty"`
+	// Iterations counts the loop's turns: the watch restarts that were
+	// followed by churn.
+	Iterations int `json:"iterations,omitempty"`
+}
+
+// Object names one API object.
+type Object struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (o Object) String() string {
+	if o.Namespace == "" {
+		return o.Resource + "/" + o.Name
+	}
+	return o.Resource + " " + o.Namespace + "/" + o.Name
+}
+
+func compareObjects(a, b Object) int {
+	return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+}
+
+// Evidence is the key fields of one audit event that supports a finding.
+type Evidence struct {
+	AuditID    string    `json:"audit_id"`
+	Stage      string    `json:"stage"`
+	Time       time.Time `json:"time"`
+	Verb       string    `json:"verb"`
+	Resource   string    `json:"resource"`
+	Namespace  string    `json:"namespace"`
+	Name       string    `json:"name"`
+	User       string    `json:"user"`
+	RequestURI string    `json:"request_uri"`
+	Code       int32     `json:"code"`
+	// Role says what the event shows; each detector documents its roles.
+	Role string `json:"role,omitempty"`
+	// ResourceVersion is the resourceVersion the event shows: the one a
+	// watch or list asked for, or the one a write produced.
+	ResourceVersion string `json:"resource_version,omitempty"`
+	// WatchAuditID links the event to the watch it followed.
+	WatchAuditID string `json:"watch_audit_id,omitempty"`
+}
+
+func (e Evidence) key() string { return e.AuditID + "\x00" + e.Stage + "\x00" + e.Role }
+
+func compareEvidence(a, b Evidence) int {
+	return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.AuditID, b.AuditID),
+		cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.Role, b.Role))
+}
+
+// FindingID returns the stable ID of an incident: a hash of the detector,
+// the cluster and the parts that identify the incident (for the watch
+// loop: the client, the resource and the static resourceVersion). The same
+// parts always give the same ID.
+func FindingID(detector, cluster string, identity ...string) string {
+	h := sha256.New()
+	for _, s := range append([]string{detector, cluster}, identity...) {
+		// Length-prefixed, so that ("ab","c") and ("a","bc") differ.
+		fmt.Fprintf(h, "%d:%s;", len(s), s)
+	}
+	return detector + "-" + hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// DefaultMaxEvidence bounds the evidence of a merged finding.
+const DefaultMaxEvidence = 1000
+
+// Merge combines a stored finding with the same incident found again:
+// first_seen is the earliest and last_seen the latest of both, objects and
+// evidence are the union (evidence deduplicated by audit ID, stage and
+// role, sorted by time, and thinned to maxEvidence items by dropping from
+// the middle: the start and the latest turns of an incident matter most),
+// severity and confidence are the higher of both, and the rest (title,
+// summary, subjects, remediation) comes from next. Detectors whose
+// findings carry counts recompute them after Merge (see Merger).
+func Merge(prev, next Finding, maxEvidence int) Finding {
+	if maxEvidence <= 0 {
+		maxEvidence = DefaultMaxEvidence
+	}
+	out := next
+	if !prev.FirstSeen.IsZero() && (out.FirstSeen.IsZero() || prev.FirstSeen.Before(out.FirstSeen)) {
+		out.FirstSeen = prev.FirstSeen
+	}
+	if prev.LastSeen.After(out.LastSeen) {
+		out.LastSeen = prev.LastSeen
+	}
+	if prev.Severity.rank() > out.Severity.rank() {
+		out.Severity = prev.Severity
+	}
+	out.Confidence = max(out.Confidence, prev.Confidence)
+
+	objs := append(slices.Clone(prev.Objects), next.Objects...)
+	slices.SortFunc(objs, compareObjects)
+	out.Objects = slices.Compact(objs)
+
+	seen := make(map[string]bool, len(prev.Evidence)+len(next.Evidence))
+	ev := make([]Evidence, 0, len(prev.Evidence)+len(next.Evidence))
+	// next first: an event seen again keeps its newest description.
+	for _, list := range [][]Evidence{next.Evidence, prev.Evidence} {
+		for _, e := range list {
+			if k := e.key(); !seen[k] {
+				seen[k] = true
+				ev = append(ev, e)
+			}
+		}
+	}
+	slices.SortFunc(ev, compareEvidence)
+	if len(ev) > maxEvidence {
+		head := maxEvidence / 2
+		ev = append(ev[:head:head], ev[len(ev)-(maxEvidence-head):]...)
+	}
+	out.Evidence = ev
+	return out
+}
+
+// normalize puts a finding in its canonical form: UTC times, sorted
+// objects and evidence, empty lists rather than null.
+func (f *Finding) normalize() {
+	f.FirstSeen, f.LastSeen = f.FirstSeen.UTC(), f.LastSeen.UTC()
+	if f.Objects == nil {
+		f.Objects = []Object{}
+	}
+	if f.Evidence == nil {
+		f.Evidence = []Evidence{}
+	}
+	for i := range f.Evidence {
+		f.Evidence[i].Time = f.Evidence[i].Time.UTC()
+	}
+	slices.SortFunc(f.Objects, compareObjects)
+	f.Objects = slices.Compact(f.Objects)
+	slices.SortFunc(f.Evidence, compareEvidence)
+}
+
+// SortFindings orders findings by severity (most urgent first), then by
+// last_seen (newest first), then by ID.
+func SortFindings(fs []Finding) {
+	slices.SortFunc(fs, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(b.Severity.rank(), a.Severity.rank()), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.ID, b.ID))
+	})
+}

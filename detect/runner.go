@@ -1,0 +1,270 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// FindingStore is where the Runner keeps findings; *Repository is one.
+type FindingStore interface {
+	GetMany(ctx context.Context, ids []string) (map[string]Finding, error)
+	Upsert(ctx context.Context, fs []Finding) error
+}
+
+// RunnerConfig configures a Runner. The zero value is usable.
+type RunnerConfig struct {
+	// Detectors to evaluate (default: Default()).
+	Detectors []Detector
+	// Interval between two evaluations by Run (default 1m).
+	Interval time.Duration
+	// Window is the length of the window each evaluation by Run reads,
+	// ending at the time of the evaluation (default 1h). It must be longer
+	// than Interval: consecutive windows overlap by Window − Interval, so
+	// an incident that spans a window's edge is seen whole by a later
+	// window and stays one finding. At real time scales a watch restarts
+	// every 5–10 minutes; an hour holds six or more restarts, enough for
+	// the watch-loop detector's thresholds.
+	Window time.Duration
+	// Clusters restricts evaluation to these clusters (default: all).
+	Clusters []string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives one line per evaluation with findings, and errors.
+	Logger *slog.Logger
+	// Metrics, when set, count evaluations (see NewMetrics).
+	Metrics *Metrics
+}
+
+func (c *RunnerConfig) setDefaults() {
+	if c.Detectors == nil {
+		c.Detectors = Default()
+	}
+	if c.Interval <= 0 {
+		c.Interval = time.Minute
+	}
+	if c.Window <= 0 {
+		c.Window = time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c RunnerConfig) Validate() error {
+	c.setDefaults()
+	if c.Window <= c.Interval {
+		return fmt.Errorf("detection window %s must be longer than the interval %s, so that consecutive windows overlap", c.Window, c.Interval)
+	}
+	seen := map[string]bool{}
+	for _, d := range c.Detectors {
+		if seen[d.Name()] {
+			return fmt.Errorf("detector %q is configured twice", d.Name())
+		}
+		seen[d.Name()] = true
+	}
+	return nil
+}
+
+// Runner evaluates detectors over windows of stored events and keeps their
+// findings: each finding found again is merged into the stored one (same
+// ID), so an incident is one finding however many windows saw it.
+type Runner struct {
+	q   Querier
+	fs  FindingStore
+	cfg RunnerConfig
+}
+
+// NewRunner returns a runner that reads events through q and keeps
+// findings in fs.
+func NewRunner(q Querier, fs FindingStore, cfg RunnerConfig) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Runner{q: q, fs: fs, cfg: cfg}, nil
+}
+
+// Result says what one evaluation did.
+type Result struct {
+	Window Window
+	// Findings are the findings of this evaluation as stored: merged with
+	// what earlier evaluations found. Sorted by SortFindings.
+	Findings []Finding
+	// New, Updated and Unchanged count the findings by what the store
+	// held before.
+	New, Updated, Unchanged int
+}
+
+// RunOnce evaluates every detector over w and stores the findings. A
+// detector that fails does not stop the others; the error joins every
+// failure.
+func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
+	res := Result{Window: w}
+	if err := w.Validate(); err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, d := range r.cfg.Detectors {
+		start := time.Now()
+		n, err := r.runDetector(ctx, d, w, &res)
+		r.cfg.Metrics.observe(d.Name(), time.Since(start), n, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("detector %s over %s: %w", d.Name(), w, err))
+			if ctx.Err() != nil {
+				break
+			}
+		}
+	}
+	SortFindings(res.Findings)
+	return res, errors.Join(errs...)
+}
+
+// runDetector evaluates one detector and stores what changed; it returns
+// the number of findings stored.
+func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Result) (int, error) {
+	found, err := d.Evaluate(ctx, r.q, w)
+	if err != nil {
+		return 0, err
+	}
+	// One incident, one finding, even if a detector reported it twice.
+	byID := map[string]Finding{}
+	var order []string
+	for _, f := range found {
+		f.normalize()
+		if p, ok := byID[f.ID]; ok {
+			f = mergeWith(d, p, f)
+			f.normalize()
+		} else {
+			order = append(order, f.ID)
+		}
+		byID[f.ID] = f
+	}
+	stored, err := r.fs.GetMany(ctx, order)
+	if err != nil {
+		return 0, fmt.Errorf("reading stored findings: %w", err)
+	}
+	var changed []Finding
+	for _, id := range order {
+		f := byID[id]
+		prev, ok := stored[id]
+		switch {
+		case !ok:
+			res.New++
+			changed = append(changed, f)
+		default:
+			f = mergeWith(d, prev, f)
+			f.normalize()
+			if sameFinding(prev, f) {
+				res.Unchanged++
+				f = prev
+			} else {
+				res.Updated++
+				changed = append(changed, f)
+			}
+		}
+		res.Findings = append(res.Findings, f)
+	}
+	if len(changed) > 0 {
+		if err := r.fs.Upsert(ctx, changed); err != nil {
+			return 0, err
+		}
+		r.cfg.Logger.Info("findings stored", "detector", d.Name(), "window", w.String(), "stored", len(changed))
+	}
+	return len(changed), nil
+}
+
+// sameFinding compares two findings as stored (their JSON documents).
+func sameFinding(a, b Finding) bool {
+	ja, errA := json.Marshal(&a)
+	jb, errB := json.Marshal(&b)
+	if errA != nil || errB != nil {
+		return reflect.DeepEqual(a, b)
+	}
+	return string(ja) == string(jb)
+}
+
+// Run evaluates the detectors every Interval over the Window that ends at
+// that moment, until ctx ends. The first evaluation starts at once. Errors
+// are logged and counted; Run returns only ctx's error.
+func (r *Runner) Run(ctx context.Context) error {
+	log := r.cfg.Logger
+	log.Info("detectors running", "interval", r.cfg.Interval, "window", r.cfg.Window, "detectors", len(r.cfg.Detectors))
+	for {
+		started := r.cfg.Now()
+		w := Window{Since: started.Add(-r.cfg.Window), Until: started, Clusters: r.cfg.Clusters}
+		res, err := r.RunOnce(ctx, w)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			log.Warn("detector evaluation failed", "window", w.String(), "err", err)
+		}
+		log.Debug("detectors evaluated", "window", w.String(), "findings", len(res.Findings),
+			"new", res.New, "updated", res.Updated, "took", r.cfg.Now().Sub(started))
+		wait := time.NewTimer(max(started.Add(r.cfg.Interval).Sub(r.cfg.Now()), 0))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return ctx.Err()
+		case <-wait.C:
+		}
+	}
+}
+
+// Metrics count detector evaluations for /metrics.
+type Metrics struct {
+	Runs     *prometheus.CounterVec   // evaluations by detector and outcome (ok, error)
+	Seconds  *prometheus.HistogramVec // evaluation time by detector
+	Stored   *prometheus.CounterVec   // finding versions stored, by detector
+	LastGood *prometheus.GaugeVec     // Unix time of the last successful evaluation, by detector
+}
+
+// NewMetrics creates the metrics and registers them with reg when it is
+// not nil.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "auditlens_detector_runs_total", Help: "Detector evaluations by detector and outcome (ok, error).",
+		}, []string{"detector", "outcome"}),
+		Seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "auditlens_detector_run_seconds", Help: "Time to evaluate one detector over one window and store its findings.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, []string{"detector"}),
+		Stored: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "auditlens_findings_stored_total", Help: "New or changed findings stored, by detector.",
+		}, []string{"detector"}),
+		LastGood: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "auditlens_detector_last_success_timestamp_seconds", Help: "When the detector last evaluated a window without error.",
+		}, []string{"detector"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Runs, m.Seconds, m.Stored, m.LastGood)
+	}
+	return m
+}
+
+func (m *Metrics) observe(detector string, took time.Duration, stored int, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	} else {
+		m.LastGood.WithLabelValues(detector).SetToCurrentTime()
+	}
+	m.Runs.WithLabelValues(detector, outcome).Inc()
+	m.Seconds.WithLabelValues(detector).Observe(took.Seconds())
+	m.Stored.WithLabelValues(detector).Add(float64(stored))
+}

@@ -1,0 +1,116 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// Every value a detector or the findings repository puts in SQL is a
+// server-side parameter ({name:Type}). The engines read parameter values
+// as text in ClickHouse's escaped form, so strings are escaped here.
+
+// paramEscaper escapes a String parameter value (ClickHouse's escaped
+// text format: backslash sequences).
+var paramEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`, "\x00", `\0`)
+
+// quotedEscaper escapes a string inside a quoted literal of an Array
+// parameter.
+var quotedEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
+
+func stringParam(s string) string { return paramEscaper.Replace(s) }
+
+// arrayParam renders an Array(String) parameter value.
+func arrayParam(vals []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, v := range vals {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\'')
+		quotedEscaper.WriteString(&b, v)
+		b.WriteByte('\'')
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// DateTime64's range: times outside it are clamped.
+var (
+	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// timeParam renders a DateTime64(6, 'UTC') parameter value, rounded up to
+// the microsecond (the columns' precision), so that ts >= t and ts < t
+// mean the same for t and its rounded value.
+func timeParam(t time.Time) string {
+	t = t.UTC()
+	if r := t.Truncate(time.Microsecond); r.Before(t) {
+		t = r.Add(time.Microsecond)
+	}
+	t = min(max(t, minTime), maxTime)
+	return t.Format("2006-01-02 15:04:05.000000")
+}
+
+// windowParams binds the window as {since}, {until} and, when it names
+// clusters, {clusters}; the returned condition uses them.
+func windowParams(w Window, p store.Params) string {
+	p["since"] = timeParam(w.Since)
+	p["until"] = timeParam(w.Until)
+	cond := "ts >= {since:DateTime64(6, 'UTC')} AND ts < {until:DateTime64(6, 'UTC')}"
+	if len(w.Clusters) > 0 {
+		p["clusters"] = arrayParam(w.Clusters)
+		cond += " AND cluster IN {clusters:Array(String)}"
+	}
+	return cond
+}
+
+// micros converts microseconds since the epoch (what queries select with
+// toUnixTimestamp64Micro) to a UTC time.
+func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// selectRows runs sql and decodes each row into a new T.
+func selectRows[T any](ctx context.Context, q Querier, what, sql string, p store.Params, fn func(T) error) error {
+	err := q.Select(ctx, sql, p, func(row []byte) error {
+		var v T
+		if err := json.Unmarshal(row, &v); err != nil {
+			return fmt.Errorf("decoding a row of %s: %w", what, err)
+		}
+		return fn(v)
+	})
+	if err != nil {
+		return fmt.Errorf("selecting %s: %w", what, err)
+	}
+	return nil
+}
+
+// compareRV orders two resourceVersions: as integers when both are
+// (etcd revisions, what every apiserver returns), otherwise ok is false
+// (the API calls them opaque strings, so they cannot be ordered).
+func compareRV(a, b string) (c int, ok bool) {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return 0, false
+	}
+	switch {
+	case x < y:
+		return -1, true
+	case x > y:
+		return 1, true
+	}
+	return 0, true
+}
+
+// numericRV reports whether rv is an integer resourceVersion.
+func numericRV(rv string) bool {
+	_, err := strconv.ParseUint(rv, 10, 64)
+	return err == nil
+}
