@@ -64,5 +64,22 @@ fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./query/ | grep ^Fuzz); do \
 		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./query/ || exit 1; done
 
+## bench-import: import events/s on a generated 1M-event log, beside the
+## decode-only rate of the same file (the baseline), in one run
+BENCH_EVENTS ?= 1000000
+BENCH_DIR    ?= /tmp/auditlens-bench
+bench-import: chdb build
+	mkdir -p $(BENCH_DIR)
+	test -s $(BENCH_DIR)/audit-$(BENCH_EVENTS).log || ./$(BIN) gen --events $(BENCH_EVENTS) --out $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
+	./$(BIN) import --decode-only --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
+	rm -rf $(BENCH_DIR)/store
+	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) import --store chdb://$(BENCH_DIR)/store --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
+	./$(BIN) import --decode-only --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
+
+## bench-webhook: webhook events/s end to end (4 clients posting 400-event
+## batches to serve) beside the decode-only rate of the same bodies
+bench-webhook: chdb
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 3x ./cmd/auditlens/
+
 clean:
 	rm -rf bin

@@ -282,7 +282,7 @@ func (t *templater) render(name, text string) (string, error) {
 	return buf.String(), nil
 }
 
-var createLocal = regexp.MustCompile("(?m)^CREATE TABLE IF NOT EXISTS (\\S*?)(\\w+)_local ")
+var createLocal = regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS (\S*?)(\w+)_local `)
 
 // withDistributed returns stmt and, on a cluster, the Distributed table in
 // front of each local table it creates.

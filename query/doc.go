@@ -14,6 +14,14 @@
 // limit on the memory a jq program may take. An error for a limit that was
 // hit is a [*LimitError] that names the setting to raise.
 //
+// A jq program from the network can crash the process that runs it: gojq
+// does not limit nesting, its builtins (tojson, ==, sort, setpath…) recurse
+// on nested values, and a stack overflow is fatal in Go, beyond recover.
+// With [Limits.Worker] set, Events runs the program in a child process
+// started by a [ProcessRunner] (a program that calls [ServeWorker], such as
+// auditlens jq-worker), whose stack and memory are bounded; a worker that
+// dies fails only its query.
+//
 // Errors that callers branch on are sentinels checked with errors.Is:
 // [ErrBadFilter] and [ErrBadJQ] are the caller's fault (HTTP 400), [ErrLimit]
 // is a limit that was hit (a timeout becomes HTTP 503), [ErrJQFailed] is a jq

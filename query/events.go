@@ -146,7 +146,8 @@ type jqRunner interface {
 	// run runs the program over one raw event and writes each output to
 	// out as a line. It returns errHalt when the program halts, and an
 	// error wrapping ErrJQFailed or an eventError for a failure that
-	// concerns this event.
+	// concerns this event. Events calls it no more once it returned an
+	// error.
 	run(raw []byte, out *lineWriter) error
 	// close releases what the runner holds; stop says the query ends
 	// early, so work in progress is to be abandoned.
@@ -235,6 +236,11 @@ func (lw *lineWriter) flush() error {
 	lw.pending = 0
 	if err := lw.w.Flush(); err != nil {
 		return fmt.Errorf("writing results: %w", err)
+	}
+	if lw.stats.Emitted == 0 {
+		// Nothing to hand over: an HTTP handler has not sent its headers
+		// yet, so it can still answer an error with a status of its own.
+		return nil
 	}
 	switch f := lw.flusher.(type) {
 	case interface{ Flush() error }:

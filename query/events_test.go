@@ -323,3 +323,17 @@ func TestEventsPassesFilter(t *testing.T) {
 		t.Errorf("query\n%s\n%v\nwant\n%s\n%v", st.sql, st.params, wantSQL, wantParams)
 	}
 }
+
+// TestEventsNoFlushWithoutLines checks a query that fails before it
+// wrote a line leaves the caller's writer unflushed, so an HTTP handler
+// can still answer with an error status.
+func TestEventsNoFlushWithoutLines(t *testing.T) {
+	var w flushWriter
+	st := &fakeSelecter{rows: []eventRow{row("a", `{"a":"x"}`)}}
+	if _, err := Events(t.Context(), st, Filter{}, mustJQ(t, ".a.b"), Limits{}, &w); !errors.Is(err, ErrJQFailed) {
+		t.Fatalf("Events: %v", err)
+	}
+	if w.flushes != 0 || w.Len() != 0 {
+		t.Errorf("flushed %d times, wrote %q; want nothing", w.flushes, w.String())
+	}
+}

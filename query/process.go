@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -57,7 +58,7 @@ type workerSession struct {
 	in     *frameWriter
 	out    *bufio.Reader
 	stderr *headBuffer
-	sent   int    // events sent
+	ready  bool   // the worker said it is ready
 	buf    []byte // the payload of the last frame read
 	err    error  // set once the worker died; every run returns it
 
@@ -77,10 +78,15 @@ func (p *ProcessRunner) start(ctx context.Context, q *JQ, lim Limits) (*workerSe
 		}
 	}
 	cmd := exec.CommandContext(ctx, path, p.Args...)
+	if p.Path == "" {
+		if exe, err := os.Executable(); err == nil {
+			cmd.Args[0] = exe // for ps and error messages, not /proc/self/exe
+		}
+	}
 	cmd.Env = p.Env
 	cmd.SysProcAttr = workerSysProcAttr()
 	cmd.WaitDelay = workerExitGrace
-	s := &workerSession{ctx: ctx, lim: lim, path: path, cmd: cmd, stderr: &headBuffer{max: 8 << 10}}
+	s := &workerSession{ctx: ctx, lim: lim, path: cmd.Args[0], cmd: cmd, stderr: &headBuffer{max: 8 << 10}}
 	cmd.Stderr = s.stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -92,7 +98,7 @@ func (p *ProcessRunner) start(ctx context.Context, q *JQ, lim Limits) (*workerSe
 		return nil, fmt.Errorf("starting the jq worker %s: %w", path, err)
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the jq worker %s: %w", path, err)
+		return nil, fmt.Errorf("starting the jq worker %s: %w", s.path, err)
 	}
 	s.stdin = stdin
 	s.in = &frameWriter{w: bufio.NewWriterSize(stdin, 64<<10)}
@@ -108,9 +114,7 @@ func (p *ProcessRunner) start(ctx context.Context, q *JQ, lim Limits) (*workerSe
 		return nil, err
 	}
 	// The worker compiles the program while the store runs the query.
-	if _, err := s.in.w.Write(append(line, '\n')); err != nil {
-		return nil, s.fail(err)
-	}
+	s.in.write(append(line, '\n'))
 	if err := s.in.flush(); err != nil {
 		return nil, s.fail(err)
 	}
@@ -121,7 +125,11 @@ func (s *workerSession) run(raw []byte, out *lineWriter) error {
 	if s.err != nil {
 		return s.err
 	}
-	s.sent++
+	if !s.ready {
+		if err := s.awaitReady(); err != nil {
+			return err
+		}
+	}
 	s.in.frame(frameEvent, raw)
 	if err := s.in.flush(); err != nil {
 		return s.fail(err)
@@ -131,14 +139,19 @@ func (s *workerSession) run(raw []byte, out *lineWriter) error {
 		if err != nil {
 			return s.fail(err)
 		}
-		if typ == frameOutput {
+		switch typ {
+		case frameOutput:
 			// Check the limits before reading an output that may be
 			// huge; write checks them again and counts it.
 			if err := out.budget.check(out.lim, n+1); err != nil {
 				return err
 			}
-		} else if n > maxMessageFrame {
-			return s.fail(fmt.Errorf("a frame of type %q is %d bytes long, more than the %d allowed", typ, n, maxMessageFrame))
+		case frameDone, frameHalt, frameJQError, frameBadEvent, frameLimit, frameFailed:
+			if n > maxMessageFrame {
+				return s.fail(fmt.Errorf("a frame of type %q is %d bytes long, more than the %d allowed", typ, n, maxMessageFrame))
+			}
+		default:
+			return s.fail(fmt.Errorf("unexpected frame type %q", typ))
 		}
 		if s.buf, err = readPayload(s.out, s.buf, n); err != nil {
 			return s.fail(err)
@@ -161,10 +174,27 @@ func (s *workerSession) run(raw []byte, out *lineWriter) error {
 			return s.limitError(string(s.buf))
 		case frameFailed:
 			return &workerError{msg: string(s.buf)}
-		default:
-			return s.fail(fmt.Errorf("unexpected frame type %q", typ))
 		}
 	}
+}
+
+// awaitReady reads the frame that says the worker is ready.
+func (s *workerSession) awaitReady() error {
+	typ, n, err := readFrameHeader(s.out, maxMessageFrame)
+	if err == nil && typ != frameReady && typ != frameFailed {
+		err = fmt.Errorf("its first frame is of type %q, not the one that says it is ready", typ)
+	}
+	if err == nil {
+		s.buf, err = readPayload(s.out, s.buf, n)
+	}
+	if err == nil && typ == frameFailed {
+		err = fmt.Errorf("it failed: %s", s.buf)
+	}
+	if err != nil {
+		return s.fail(err)
+	}
+	s.ready = true
+	return nil
 }
 
 // limitError is the error for the limit the worker reported.
@@ -192,10 +222,16 @@ func (s *workerSession) close(stop bool) error {
 		s.kill()
 	}
 	s.stdin.Close()
-	t := time.AfterFunc(workerExitGrace, s.kill)
+	var late atomic.Bool
+	t := time.AfterFunc(workerExitGrace, func() {
+		late.Store(true)
+		s.kill()
+	})
 	s.wait()
 	t.Stop()
-	if stop || s.waitErr == nil {
+	if stop || s.waitErr == nil || late.Load() {
+		// A worker that does not exit once it has answered for every
+		// event changes nothing to the results.
 		return nil
 	}
 	if err := s.ctx.Err(); err != nil {
@@ -239,8 +275,8 @@ func (s *workerSession) fail(err error) error {
 		s.err = &LimitError{Setting: "MaxMemory", Limit: formatBytes(s.lim.MaxMemory)}
 	case !gone:
 		s.err = fmt.Errorf("the jq worker %s: %w%s", s.path, err, s.stderr.detail())
-	case s.sent == 0:
-		s.err = fmt.Errorf("the jq worker %s ended before it read an event: %s%s", s.path, exitStatus(s.waitErr), s.stderr.detail())
+	case !s.ready:
+		s.err = fmt.Errorf("the jq worker %s ended before it was ready: %s%s", s.path, exitStatus(s.waitErr), s.stderr.detail())
 	default:
 		s.err = s.crashError()
 	}

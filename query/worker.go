@@ -11,14 +11,15 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 )
 
 // The worker protocol. The parent writes one JSON line, a workerRequest,
 // then one frame per event; it closes the worker's stdin when the query
-// is over. For each event the worker writes the event's outputs, each in
-// its own frame, then one frame that ends the event: done, halt, or an
-// error. A frame is a type byte, the payload's length as a uvarint, and
+// is over. The worker answers the request with a ready frame (or a failed
+// one). For each event it writes the event's outputs, each in its own
+// frame, then one frame that ends the event: done, halt, or an error. A frame is a type byte, the payload's length as a uvarint, and
 // the payload.
 //
 // The parent sends an event only after the previous one ended, so neither
@@ -29,6 +30,7 @@ const (
 
 	frameEvent = 'E' // parent to worker: one raw event
 
+	frameReady    = 'R' // the worker compiled the program: it comes first
 	frameOutput   = 'O' // one output, compact JSON
 	frameDone     = 'D' // the event is done
 	frameHalt     = 'H' // the program halted: the query is done
@@ -45,9 +47,14 @@ const (
 	// the less memory a runaway recursion takes first. It allows nesting
 	// some hundred thousand levels deep.
 	workerMaxStack = 64 << 20
-	// exitMemory is the worker's exit status when its heap grew past
-	// twice MaxMemory: the program did not stop when asked to.
+	// exitMemory is the worker's exit status when its heap grew far past
+	// MaxMemory (see hardMemoryCap): the program did not stop when asked
+	// to.
 	exitMemory = 3
+	// workerFlushInterval is how long an output may wait in the worker's
+	// buffer: outputs of an event that runs long reach the client while
+	// it runs, and are not lost when it then times out or crashes.
+	workerFlushInterval = 20 * time.Millisecond
 	// maxEventFrame bounds an event the worker reads.
 	maxEventFrame = 1 << 30
 	// maxMessageFrame bounds an error message or a Limits field name.
@@ -77,9 +84,9 @@ type workerRequest struct {
 // the worker soon, with little memory), the Go memory limit
 // (debug.SetMemoryLimit) and the likelihood of being chosen by the Linux
 // OOM killer (raised, so that the worker dies rather than its parent). It
-// stops the process, with exit status 3, if the program goes on growing
-// the heap to twice Limits.MaxMemory after being asked to stop. Call it
-// in a process of its own.
+// exits the process, with status 3, if the program goes on growing the
+// heap far past Limits.MaxMemory after being asked to stop. Call it in a
+// process of its own.
 func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 	defer debug.SetMaxStack(debug.SetMaxStack(workerMaxStack))
 	raiseOOMScore()
@@ -92,9 +99,14 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 		out.flush()
 		return err
 	}
+	out.frame(frameReady, nil)
+	if err := out.flush(); err != nil {
+		return err
+	}
+	defer out.flushEvery(workerFlushInterval)()
 	lim := Limits{Timeout: req.Timeout, MaxMemory: req.MaxMemory, MaxOutputs: -1, MaxOutputBytes: -1}
 	if lim.MaxMemory > 0 {
-		defer capMemory(lim.MaxMemory)()
+		defer capMemory(lim.MaxMemory, func() { out.flush() })()
 	}
 	runCtx, stop := lim.start(ctx, true)
 	defer stop()
@@ -132,8 +144,8 @@ func ServeWorker(ctx context.Context, r io.Reader, w io.Writer) error {
 			}
 			return out.frame(frameOutput, line)
 		})
-		if out.err != nil {
-			return out.err // the parent is gone
+		if err := out.error(); err != nil {
+			return err // the parent is gone
 		}
 		var le *LimitError
 		switch {
@@ -187,14 +199,19 @@ func raiseOOMScore() {
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte("1000"), 0)
 }
 
+// hardMemoryCap is how much the worker's heap may grow, for a MaxMemory
+// of limit, before the worker exits: twice limit, and at least 256 MiB
+// more than limit.
+func hardMemoryCap(limit int64) int64 { return limit + max(limit, 256<<20) }
+
 // capMemory bounds the worker's memory beyond the heap watch of
 // Limits.start, which asks the program to stop but cannot stop a builtin
 // such as tojson or sort that works on a huge value without checking its
 // context: it sets the Go memory limit to limit over what the process
 // uses now, so garbage is collected before it counts against the program,
-// and exits the process if the heap grows by more than twice limit. The
-// function it returns undoes it.
-func capMemory(limit int64) (undo func()) {
+// and exits the process, after calling flush, if the heap grows by more
+// than hardMemoryCap(limit). The function it returns undoes it.
+func capMemory(limit int64, flush func()) (undo func()) {
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/total:bytes"}}
 	read := func(i int) int64 {
 		metrics.Read(sample)
@@ -217,8 +234,15 @@ func capMemory(limit int64) (undo func()) {
 				return
 			case <-tick.C:
 			}
-			if read(0)-base > 2*limit {
-				fmt.Fprintf(os.Stderr, "jq worker: the heap grew by more than %s, twice Limits.MaxMemory, and the program did not stop\n", formatBytes(2*limit))
+			if hard := hardMemoryCap(limit); read(0)-base > hard {
+				// Hand over the outputs so far, unless that blocks.
+				flushed := make(chan struct{})
+				go func() { flush(); close(flushed) }()
+				select {
+				case <-flushed:
+				case <-time.After(100 * time.Millisecond):
+				}
+				fmt.Fprintf(os.Stderr, "jq worker: the heap grew by more than %s (Limits.MaxMemory is %s) and the program did not stop\n", formatBytes(hard), formatBytes(limit))
 				os.Exit(exitMemory)
 			}
 		}
@@ -230,14 +254,18 @@ func capMemory(limit int64) (undo func()) {
 	}
 }
 
-// frameWriter writes frames and keeps the first error.
+// frameWriter writes frames and keeps the first error. It is safe for
+// concurrent use.
 type frameWriter struct {
+	mu  sync.Mutex
 	w   *bufio.Writer
 	err error
 	hdr [1 + binary.MaxVarintLen64]byte
 }
 
 func (fw *frameWriter) frame(typ byte, payload []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
 	if fw.err != nil {
 		return fw.err
 	}
@@ -253,11 +281,52 @@ func (fw *frameWriter) frame(typ byte, payload []byte) error {
 	return fw.err
 }
 
+// write writes b as it is.
+func (fw *frameWriter) write(b []byte) error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	if fw.err == nil {
+		_, fw.err = fw.w.Write(b)
+	}
+	return fw.err
+}
+
 func (fw *frameWriter) flush() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
 	if fw.err == nil {
 		fw.err = fw.w.Flush()
 	}
 	return fw.err
+}
+
+func (fw *frameWriter) error() error {
+	fw.mu.Lock()
+	defer fw.mu.Unlock()
+	return fw.err
+}
+
+// flushEvery flushes fw every d until the function it returns is called.
+func (fw *frameWriter) flushEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				fw.flush()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
 }
 
 // readFrameHeader reads a frame's type and payload length, at most max.

@@ -28,10 +28,15 @@ type Config struct {
 	Webhook http.Handler
 	// Store answers queries; nil turns the query API off.
 	Store query.Selecter
+	// Findings serves /api/v1/findings; nil turns it off.
+	Findings FindingsSource
 	// Gatherer serves /metrics; nil serves the default registry.
 	Gatherer prometheus.Gatherer
 	// QueryLimits bound jq programs run by /api/v1/events.
 	QueryLimits query.Limits
+	// MaxConcurrentJQ bounds the jq queries (each a worker process) running
+	// at once (default 4).
+	MaxConcurrentJQ int
 	// QueryTimeout bounds one API query (default 60s).
 	QueryTimeout time.Duration
 	// APITokens, when not empty, are the bearer tokens the read API
@@ -63,7 +68,10 @@ func NewRouter(cfg Config) http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.Recovery())
-	s := &server{cfg: cfg}
+	if cfg.MaxConcurrentJQ <= 0 {
+		cfg.MaxConcurrentJQ = 4
+	}
+	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ)}
 
 	if cfg.Webhook != nil {
 		h := gin.WrapH(cfg.Webhook)
@@ -80,14 +88,21 @@ func NewRouter(cfg Config) http.Handler {
 		c.String(http.StatusOK, "ok\n")
 	})
 	r.GET("/", s.index)
+	api := r.Group("/api/v1", s.auth)
+	if cfg.Findings != nil {
+		api.GET("/findings", s.findings)
+		api.GET("/findings/:id", s.finding)
+	}
 	if cfg.Store != nil {
-		api := r.Group("/api/v1", s.auth)
 		api.GET("/events", s.events)
 	}
 	return r
 }
 
-type server struct{ cfg Config }
+type server struct {
+	cfg     Config
+	jqSlots chan struct{}
+}
 
 // apiError is the one shape of API errors.
 type apiError struct {
@@ -146,6 +161,16 @@ func (s *server) events(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
+	if jq != nil {
+		// Each jq query runs in its own worker process; bound how many.
+		select {
+		case s.jqSlots <- struct{}{}:
+			defer func() { <-s.jqSlots }()
+		case <-time.After(2 * time.Second):
+			s.fail(c, http.StatusServiceUnavailable, fmt.Errorf("more than %d jq queries are running; retry later (serve --jq-max-concurrent)", cap(s.jqSlots)))
+			return
+		}
+	}
 	c.Header("Content-Type", "application/x-ndjson")
 	bw := bufio.NewWriterSize(c.Writer, 64<<10)
 	out := flushWriter{w: bw, f: c.Writer}
@@ -154,7 +179,9 @@ func (s *server) events(c *gin.Context) {
 		if st.Emitted == 0 && !c.Writer.Written() && bw.Buffered() == 0 {
 			code := http.StatusInternalServerError
 			switch {
-			case errors.Is(err, query.ErrBadJQ), errors.Is(err, query.ErrLimit):
+			// The program or its limits are the caller's to fix: a jq error
+			// on the data (or a crash of its worker) is not the server's.
+			case errors.Is(err, query.ErrBadJQ), errors.Is(err, query.ErrLimit), errors.Is(err, query.ErrJQFailed):
 				code = http.StatusBadRequest
 			case errors.Is(err, context.DeadlineExceeded):
 				code = http.StatusServiceUnavailable

@@ -21,7 +21,7 @@ var version = "dev"
 
 type command struct {
 	name    string
-	summary string
+	summary string // "" hides the command from the usage
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
@@ -29,8 +29,11 @@ var commands = []command{
 	{"serve", "receive audit webhooks, store events, serve the API", runServe},
 	{"import", "load audit log files (plain, .gz, directories) into the store", runImport},
 	{"query", "print stored events matching filters, optionally through jq", runQuery},
+	{"detect", "run the detectors over stored events and print their findings", runDetect},
+	{"scan", "import audit log files into a throwaway store and print what the detectors find", runScan},
 	{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 	{"gen", "write a realistic synthetic audit log (demo data, benchmarks)", runGen},
+	{"jq-worker", "", runJQWorker}, // hidden: serve starts it to run API jq programs
 	{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
 		fmt.Fprintln(out, "auditlens", version)
 		return nil
@@ -45,6 +48,9 @@ Usage: auditlens <command> [flags]
 Commands:
 `)
 	for _, c := range commands {
+		if c.summary == "" {
+			continue // a hidden command
+		}
 		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `

@@ -74,6 +74,8 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer st.Close()
 	out := bufio.NewWriterSize(stdout, 64<<10)
+	// The user's own program runs in this process (no Limits.Worker, as
+	// serve sets for programs from the network): a crash ends only it.
 	_, err = query.Events(ctx, st, f, prog, query.Limits{Timeout: *jqTimeout}, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/web"
@@ -37,6 +38,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		queryTimeout  = fs.Duration("query-timeout", 60*time.Second, "longest an API query may run")
 		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
 		jqMaxOut      = fs.Int("jq-max-outputs", 100000, "most jq outputs per query")
+		jqConcurrent  = fs.Int("jq-max-concurrent", 4, "most jq queries running at once (each in its own worker process)")
 		batchRows     = fs.Int("batch-rows", 20000, "largest insert into the store")
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
@@ -45,6 +47,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		apiTokens     multiFlag
 	)
 	sf.register(fs, "")
+	var df detectFlags
+	df.register(fs)
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER: accept webhook posts bearing this token as that cluster (repeatable; when set, a token is required)")
 	fs.Var(&apiTokens, "api-token", "bearer token required by the read API (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -106,6 +110,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := ingest.NewMetrics(reg)
+	stopDetect, err := startDetectors(st, df, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopDetect() // before st.Close: deferred calls run last first
 
 	sp, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: filepath.Join(*dataDir, "spool"), Logger: log})
 	if err != nil {
@@ -142,14 +151,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Webhook: ingest.NewWebhook(sp, ingest.WebhookConfig{
 			MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
 		}),
-		Store:        st,
-		Gatherer:     reg,
-		QueryLimits:  query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut},
-		QueryTimeout: *queryTimeout,
-		APITokens:    apiTokens,
-		Ready:        &ready,
-		Logger:       log,
-		Info:         kubeconfig,
+		Store:           st,
+		Findings:        detect.NewRepository(st, nil),
+		Gatherer:        reg,
+		QueryLimits:     query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut, Worker: &query.ProcessRunner{Args: jqWorkerArgs}},
+		QueryTimeout:    *queryTimeout,
+		MaxConcurrentJQ: *jqConcurrent,
+		APITokens:       apiTokens,
+		Ready:           &ready,
+		Logger:          log,
+		Info:            kubeconfig,
 	})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
 	if tlsCfg != nil {

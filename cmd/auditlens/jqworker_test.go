@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestServeJQCrash sends serve a jq program that overflows the stack, the
+// example of the query package: the query fails with an error that says
+// so, serve lives on and answers the next query, and its jq workers are
+// gone.
+func TestServeJQCrash(t *testing.T) {
+	s := startServe(t, "--data", t.TempDir(), "--batch-wait", "50ms")
+	if code, resp := s.post("/audit/prod", list("audit.k8s.io/v1", event("a1", "ResponseComplete", "2026-11-29T10:00:00Z", ""))); code != 200 {
+		t.Fatalf("posting an event: %d %v", code, resp)
+	}
+	s.waitEvents("/api/v1/events?cluster=prod", 1)
+
+	code, body := s.get("/api/v1/events?cluster=prod&jq=" + url.QueryEscape(`reduce range(3e6) as $i (null; [.]) | tojson`))
+	if code != 400 || !strings.Contains(strings.Join(body, ""), `event \"a1\"`) || len(body) != 1 ||
+		!strings.Contains(strings.Join(body, ""), "jq program failed: the program crashed its jq worker process by recursing or nesting values too deeply") {
+		t.Errorf("crashing program: %d %q", code, body)
+	}
+	if _, got := s.get("/api/v1/events?cluster=prod&jq=.auditID"); strings.Join(got, ",") != `"a1"` {
+		t.Errorf("the query after the crash: %q", got)
+	}
+	if pids := childrenOf(t, s.cmd.Process.Pid); len(pids) > 0 {
+		t.Errorf("jq workers left behind: %v", pids)
+	}
+	s.stop()
+}
+
+// childrenOf returns the PIDs of pid's child processes.
+func childrenOf(t *testing.T, pid int) []int {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("lists child processes through /proc")
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // it exited
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			pids = append(pids, child)
+		}
+	}
+	return pids
+}
+
+func TestJQWorkerHidden(t *testing.T) {
+	var out, errs bytes.Buffer
+	if code := run(t.Context(), []string{"help"}, &out, &errs); code != 0 || strings.Contains(out.String(), "jq-worker") || !strings.Contains(out.String(), "serve") {
+		t.Errorf("help: %d\n%s", code, out.String())
+	}
+	if code := run(t.Context(), []string{"jq-worker", "extra"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "jq-worker takes no arguments") {
+		t.Errorf("jq-worker with an argument: %d %q", code, errs.String())
+	}
+}
