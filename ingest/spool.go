@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/auditlens/auditlens/store"
 )
 
 // The spool is the webhook's promise to the apiserver. A batch is answered
@@ -55,7 +57,11 @@ type SpoolConfig struct {
 	// SegmentBytes is the size after which a new segment is started
 	// (default 64 MiB). Fully stored segments are deleted.
 	SegmentBytes int64
-	Logger       *slog.Logger
+	// CacheRows bounds the decoded rows kept in memory beside durable
+	// records (default 50000), so the writer need not decode again what
+	// the webhook just decoded. Records beyond it are decoded from disk.
+	CacheRows int
+	Logger    *slog.Logger
 }
 
 // Record is one acknowledged webhook batch.
@@ -63,6 +69,9 @@ type Record struct {
 	Seq     uint64
 	Cluster string
 	Events  [][]byte
+	// Rows are the events already decoded, when the spool still had them
+	// in memory; nil otherwise.
+	Rows []store.Row
 }
 
 type segment struct {
@@ -73,6 +82,7 @@ type segment struct {
 
 type appendReq struct {
 	payload []byte
+	rows    []store.Row
 	done    chan error
 }
 
@@ -94,6 +104,8 @@ type Spool struct {
 	committed uint64
 	closed    bool
 	notify    chan struct{}
+	cache     map[uint64][]store.Row // decoded rows of durable records, by sequence number
+	cached    int                    // rows in cache
 }
 
 // OpenSpool opens or creates a spool, cutting off a torn tail left by a crash.
@@ -103,6 +115,9 @@ func OpenSpool(cfg SpoolConfig) (*Spool, error) {
 	}
 	if cfg.SegmentBytes <= 0 {
 		cfg.SegmentBytes = 64 << 20
+	}
+	if cfg.CacheRows == 0 {
+		cfg.CacheRows = 50000
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -116,6 +131,7 @@ func OpenSpool(cfg SpoolConfig) (*Spool, error) {
 		reqs:   make(chan appendReq, 1024),
 		quit:   make(chan struct{}),
 		notify: make(chan struct{}, 1),
+		cache:  map[uint64][]store.Row{},
 	}
 	if err := s.load(); err != nil {
 		return nil, err
@@ -265,9 +281,24 @@ func (s *Spool) openActive() error {
 	return nil
 }
 
+// AppendRows durably stores the raw events of decoded rows and returns once
+// they are on disk. The rows are kept in memory for the writer while the
+// cache has room.
+func (s *Spool) AppendRows(ctx context.Context, cluster string, rows []store.Row) error {
+	events := make([][]byte, len(rows))
+	for i := range rows {
+		events[i] = rows[i].Raw
+	}
+	return s.append(ctx, cluster, events, rows)
+}
+
 // Append durably stores one batch of events from cluster and returns once
 // they are on disk.
 func (s *Spool) Append(ctx context.Context, cluster string, events [][]byte) error {
+	return s.append(ctx, cluster, events, nil)
+}
+
+func (s *Spool) append(ctx context.Context, cluster string, events [][]byte, rows []store.Row) error {
 	size := binary.MaxVarintLen64 + len(cluster)
 	for _, e := range events {
 		size += binary.MaxVarintLen64 + len(e)
@@ -282,7 +313,7 @@ func (s *Spool) Append(ctx context.Context, cluster string, events [][]byte) err
 	if len(p)-recordHeader > maxRecordBytes {
 		return fmt.Errorf("spool: batch of %d bytes is larger than a record may be", len(p))
 	}
-	req := appendReq{payload: p, done: make(chan error, 1)}
+	req := appendReq{payload: p, rows: rows, done: make(chan error, 1)}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
@@ -370,6 +401,12 @@ func (s *Spool) writeBatch(batch []appendReq, buf []byte) []byte {
 		seg.size += int64(len(buf))
 		seg.last = s.nextSeq - 1
 		roll := seg.size >= s.cfg.SegmentBytes
+		for i := range batch {
+			if n := len(batch[i].rows); n > 0 && s.cached+n <= s.cfg.CacheRows {
+				s.cache[first+uint64(i)] = batch[i].rows
+				s.cached += n
+			}
+		}
 		s.mu.Unlock()
 		select {
 		case s.notify <- struct{}{}:
@@ -418,8 +455,26 @@ func (s *Spool) Commit(seq uint64) error {
 		return err
 	}
 	s.committed = seq
+	for q, rows := range s.cache {
+		if q <= seq {
+			s.cached -= len(rows)
+			delete(s.cache, q)
+		}
+	}
 	s.dropStoredSegments()
 	return nil
+}
+
+// takeRows returns and forgets the cached decoded rows of record seq.
+func (s *Spool) takeRows(seq uint64) []store.Row {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rows, ok := s.cache[seq]
+	if ok {
+		delete(s.cache, seq)
+		s.cached -= len(rows)
+	}
+	return rows
 }
 
 // dropStoredSegments deletes every segment but the newest whose records are
@@ -540,11 +595,14 @@ func (r *SpoolReader) Next() (rec Record, ok bool, err error) {
 			if seq < r.next {
 				continue
 			}
+			r.next = seq + 1
+			if rows := r.s.takeRows(seq); rows != nil {
+				return Record{Seq: seq, Cluster: rows[0].Cluster, Rows: rows}, true, nil
+			}
 			rec, err := decodePayload(seq, r.payload)
 			if err != nil {
 				return Record{}, false, err
 			}
-			r.next = seq + 1
 			return rec, true, nil
 		}
 	}

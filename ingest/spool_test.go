@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/auditlens/auditlens/store"
 )
 
 func readAll(t *testing.T, r *SpoolReader) []Record {
@@ -182,4 +184,47 @@ func BenchmarkSpoolAppend(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestSpoolKeepsDecodedRows: rows appended with AppendRows come back
+// decoded while the cache has room, and from disk (raw only) beyond it.
+func TestSpoolKeepsDecodedRows(t *testing.T) {
+	sp, err := OpenSpool(SpoolConfig{Dir: t.TempDir(), CacheRows: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	ctx := context.Background()
+	mk := func(ids ...string) []store.Row {
+		var rows []store.Row
+		for _, id := range ids {
+			rows = append(rows, store.Row{Cluster: "c", AuditID: id, Raw: []byte(`{"auditID":"` + id + `"}`)})
+		}
+		return rows
+	}
+	for _, ids := range [][]string{{"a", "b"}, {"c", "d"}, {"e"}} {
+		if err := sp.AppendRows(ctx, "c", mk(ids...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := readAll(t, sp.Reader())
+	if len(recs) != 3 {
+		t.Fatalf("%d records", len(recs))
+	}
+	// 2 rows fit, the next 2 would exceed 3, the last 1 fits.
+	if recs[0].Rows == nil || recs[1].Rows != nil || recs[2].Rows == nil {
+		t.Fatalf("cached: %v %v %v", recs[0].Rows != nil, recs[1].Rows != nil, recs[2].Rows != nil)
+	}
+	if recs[0].Rows[1].AuditID != "b" || recs[0].Cluster != "c" {
+		t.Errorf("cached record %+v", recs[0])
+	}
+	if len(recs[1].Events) != 2 || string(recs[1].Events[1]) != `{"auditID":"d"}` {
+		t.Errorf("record from disk %+v", recs[1])
+	}
+	// A second reader (a restart) finds nothing cached any more.
+	for _, r := range readAll(t, sp.Reader()) {
+		if r.Rows != nil {
+			t.Errorf("record %d still cached", r.Seq)
+		}
+	}
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/auditlens/auditlens/store"
 )
 
 // WebhookConfig configures the audit webhook receiver.
@@ -43,9 +45,10 @@ type Webhook struct {
 	cfg WebhookConfig
 }
 
-// Appender is the spool as the webhook uses it.
+// Appender is the spool as the webhook uses it: it stores the raw events
+// of decoded rows durably before returning.
 type Appender interface {
-	Append(ctx context.Context, cluster string, events [][]byte) error
+	AppendRows(ctx context.Context, cluster string, rows []store.Row) error
 }
 
 // NewWebhook returns a handler that spools into sp.
@@ -146,20 +149,16 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 		}
 		return resp, nil
 	}
-	events := make([][]byte, len(batch.Rows))
-	for i := range batch.Rows {
-		events[i] = batch.Rows[i].Raw
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.AppendTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := h.sp.Append(ctx, cluster, events); err != nil {
+	if err := h.sp.AppendRows(ctx, cluster, batch.Rows); err != nil {
 		resp.Accepted = 0
 		// 503: the apiserver retries the whole batch later.
 		return resp, errorf(http.StatusServiceUnavailable, "events not accepted, retry later: %v", err)
 	}
 	h.cfg.Metrics.SpoolSeconds.Observe(time.Since(start).Seconds())
-	h.cfg.Metrics.Received.WithLabelValues(cluster).Add(float64(len(events)))
+	h.cfg.Metrics.Received.WithLabelValues(cluster).Add(float64(len(batch.Rows)))
 	return resp, nil
 }
 

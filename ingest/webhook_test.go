@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/store"
 )
 
 // memAppender records appended batches; failing makes it refuse them.
@@ -21,14 +23,19 @@ type memAppender struct {
 	failing bool
 }
 
-func (m *memAppender) Append(_ context.Context, cluster string, events [][]byte) error {
+func (m *memAppender) AppendRows(_ context.Context, cluster string, rows []store.Row) error {
 	if m.failing {
 		return errors.New("disk full")
 	}
 	if m.batches == nil {
 		m.batches = map[string][][]byte{}
 	}
-	m.batches[cluster] = append(m.batches[cluster], events...)
+	for _, r := range rows {
+		if r.Cluster != cluster {
+			return fmt.Errorf("row of cluster %q appended for %q", r.Cluster, cluster)
+		}
+		m.batches[cluster] = append(m.batches[cluster], r.Raw)
+	}
 	return nil
 }
 

@@ -268,6 +268,10 @@ func (w *Writer) RunSpool(ctx context.Context, sp *Spool, drain time.Duration) e
 			}
 			got = true
 			lastSeq = rec.Seq
+			if rec.Rows != nil {
+				rows = append(rows, rec.Rows...)
+				continue
+			}
 			for _, ev := range rec.Events {
 				row, err := DecodeEvent(rec.Cluster, ev)
 				if err != nil {
