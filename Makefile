@@ -32,8 +32,9 @@ run: chdb build
 test: chdb e2e-bins
 	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
 
-## e2e-bins: build the pinned kube-apiserver and etcd into the user cache
-## (~6 minutes once; a cached run only checks them)
+## e2e-bins: build the pinned kube-apiserver, kube-controller-manager and etcd
+## into the user cache
+## (8-15 minutes once; a cached run only checks them)
 e2e-bins:
 	deploy/e2e/build.sh >/dev/null
 

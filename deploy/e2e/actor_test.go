@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -23,24 +25,38 @@ type actor struct {
 }
 
 func (c *cluster) actor(id identity) *actor {
-	return &actor{id: id, base: c.base, client: c.httpClient()}
+	return &actor{id: id, base: c.base, client: httpClient(c.tls, id.sourceIP)}
 }
 
-var clientMu sync.Mutex
-var clients = map[*cluster]*http.Client{}
+type clientKey struct {
+	tls *tls.Config
+	ip  string
+}
 
-// httpClient is shared by a cluster's actors; every watch is a request of
-// its own on an HTTP/1.1 connection, as client-go's watches of that era were.
-func (c *cluster) httpClient() *http.Client {
+var (
+	clientMu sync.Mutex
+	clients  = map[clientKey]*http.Client{}
+)
+
+// httpClient returns the client for connections from sourceIP, shared by
+// the actors at that address; every watch is a request of its own on an
+// HTTP/1.1 connection, as client-go's watches of that era were.
+func httpClient(tlsCfg *tls.Config, sourceIP string) *http.Client {
 	clientMu.Lock()
 	defer clientMu.Unlock()
-	if hc, ok := clients[c]; ok {
+	k := clientKey{tlsCfg, sourceIP}
+	if hc, ok := clients[k]; ok {
 		return hc
 	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
+	if sourceIP != "" {
+		dialer.LocalAddr = &net.TCPAddr{IP: net.ParseIP(sourceIP)}
+	}
 	hc := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: c.tls, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second,
+		DialContext:     dialer.DialContext,
+		TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 32, IdleConnTimeout: 30 * time.Second,
 	}}
-	clients[c] = hc
+	clients[k] = hc
 	return hc
 }
 

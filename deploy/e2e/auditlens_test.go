@@ -60,7 +60,10 @@ func startReceiver(t *testing.T, dir string, args ...string) *receiver {
 		t.Fatal(err)
 	}
 	args = append([]string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "data"),
-		"--batch-wait", "200ms"}, args...)
+		"--batch-wait", "200ms",
+		// Evaluate the detectors every few seconds (default 1m) over the
+		// default hour-long window, which holds every scenario whole.
+		"--detect-interval", "5s"}, args...)
 	p := startProc(t, dir, "auditlens", auditlensBin, args...)
 	base := p.waitLog(t, listeningRE, 120*time.Second)
 	if !strings.HasPrefix(base, "https://127.0.0.1:") {

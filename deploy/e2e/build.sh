@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# build.sh — make sure the pinned kube-apiserver and etcd (and, on request,
-# kube-controller-manager) are built in the user cache, and print the cache
-# directory on stdout.
+# build.sh — make sure the pinned kube-apiserver, kube-controller-manager
+# and etcd are built in the user cache, and print the cache directory on
+# stdout.
 #
-#   deploy/e2e/build.sh                         kube-apiserver and etcd
-#   deploy/e2e/build.sh kube-controller-manager also (or only) these
-#   deploy/e2e/build.sh --print-dir             print the directory, build nothing
+#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd
+#   deploy/e2e/build.sh kube-scheduler   only the binaries named (also etcd, ...)
+#   deploy/e2e/build.sh --print-dir      print the directory, build nothing
 #
 # Everything is built from the Go module proxy: a throwaway module in a temp
 # directory requires k8s.io/kubernetes (staging modules replaced at the
@@ -16,7 +16,9 @@
 # git clone. Versions live in versions.env beside this script (the Go tests
 # read the same file).
 #
-# A fresh build takes ~6 minutes on 2 cores (kube-apiserver ~5.5, etcd ~1).
+# A fresh build takes 6-15 minutes on 2 cores, depending on their load:
+# kube-apiserver 5.5-10, kube-controller-manager 2-4 more (it shares most
+# packages), etcd ~1.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,11 +46,15 @@ die() {
 	exit 1
 }
 
+# RECIPE changes whenever the way a binary is built changes (flags, ldflags),
+# so that cached binaries built the old way are rebuilt.
+RECIPE=2
+
 # stamp_line NAME prints the line the stamp holds for a binary built at the pinned versions.
 stamp_line() {
 	case "$1" in
-	etcd) echo "etcd go.etcd.io/etcd/server/v3@$ETCD_VERSION" ;;
-	*) echo "$1 k8s.io/kubernetes@$KUBERNETES_VERSION staging@$KUBERNETES_STAGING_VERSION" ;;
+	etcd) echo "etcd go.etcd.io/etcd/server/v3@$ETCD_VERSION recipe=$RECIPE" ;;
+	*) echo "$1 k8s.io/kubernetes@$KUBERNETES_VERSION staging@$KUBERNETES_STAGING_VERSION recipe=$RECIPE" ;;
 	esac
 }
 
@@ -74,7 +80,7 @@ for arg in "$@"; do
 	--print-dir) print_only=1 ;;
 	kube-apiserver | etcd | kube-controller-manager | kube-scheduler) want+=("$arg") ;;
 	-h | --help)
-		sed -n '2,20p' "$0" >&2
+		sed -n '2,21p' "$0" >&2
 		exit 0
 		;;
 	*) die "unknown argument $arg (want kube-apiserver, etcd, kube-controller-manager, kube-scheduler or --print-dir)" ;;
@@ -84,7 +90,7 @@ if [[ $print_only == 1 ]]; then
 	echo "$CACHE_DIR"
 	exit 0
 fi
-[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver etcd)
+[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd)
 
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache directory (make e2e-bins and a test may race).
@@ -164,9 +170,17 @@ for b in "${missing[@]}"; do
 		k8s_module
 		minor="${KUBERNETES_VERSION#v*.}"
 		minor="${minor%%.*}"
+		# Version stamps as Kubernetes' own build sets them (hack/lib/version.sh),
+		# so that --version and the user agents of the apiserver's loopback
+		# clients read "kube-apiserver/v1.37.2 (linux/amd64) kubernetes/unknown"
+		# (the module proxy does not tell the commit).
+		ldflags=""
+		for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+			ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.gitCommit="
+		done
 		log "building $b $KUBERNETES_VERSION"
-		(cd "$WORK/kubernetes" && go build -trimpath \
-			-ldflags "-X k8s.io/component-base/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
+		(cd "$WORK/kubernetes" && go build -trimpath -ldflags "$ldflags" \
 			-o "$WORK/$b.bin" "k8s.io/kubernetes/cmd/$b") || die "building $b failed"
 		mv -f "$WORK/$b.bin" "$CACHE_DIR/$b"
 		;;

@@ -115,6 +115,9 @@ func serviceAccountKeys(t *testing.T, dir string) (pub, priv string) {
 
 func writeFile(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, b, 0o600); err != nil {
 		t.Fatal(err)

@@ -20,29 +20,47 @@ type identity struct {
 	token, user, uid string
 	groups           []string
 	userAgent        string
+	// sourceIP is the loopback address the actor connects from, so that
+	// the audit log's sourceIPs tell programs apart as a real cluster's do
+	// (kube-controller-manager on a master, kube-proxy on a node).
+	sourceIP string
 }
 
 // The cluster's actors. The user agents are those of the incident's
 // Kubernetes 1.9.2, which is what a watch-loop finding names.
 var (
 	adminID = identity{token: "admin-token", user: "admin", uid: "uid-admin",
-		groups: []string{"system:masters"}, userAgent: "e2e-admin"}
+		groups: []string{"system:masters"}, userAgent: "e2e-admin", sourceIP: "127.0.0.1"}
 	kcmID = identity{token: "kcm-token", user: "system:kube-controller-manager", uid: "uid-kcm",
-		groups: []string{"system:masters"}, userAgent: "kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/5fa2db2/shared-informers"}
+		groups: []string{"system:masters"}, userAgent: "kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/5fa2db2/shared-informers",
+		sourceIP: "127.0.0.2"}
 	endpointsID = identity{token: "endpoints-token", user: "system:serviceaccount:kube-system:endpoint-controller", uid: "uid-endpoints",
 		groups:    []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:masters"},
-		userAgent: "kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/5fa2db2/system:serviceaccount:kube-system:endpoint-controller"}
+		userAgent: "kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/5fa2db2/system:serviceaccount:kube-system:endpoint-controller",
+		sourceIP:  "127.0.0.2"}
 	proxyID = identity{token: "proxy-token", user: "system:kube-proxy", uid: "uid-proxy",
-		groups: []string{"system:masters"}, userAgent: "kube-proxy/v1.9.2 (linux/amd64) kubernetes/5fa2db2"}
+		groups: []string{"system:masters"}, userAgent: "kube-proxy/v1.9.2 (linux/amd64) kubernetes/5fa2db2", sourceIP: "127.0.0.3"}
 	aliceID = identity{token: "alice-token", user: "alice", uid: "uid-alice",
-		groups: []string{"system:masters"}, userAgent: "kubectl/v1.9.2 (linux/amd64) kubernetes/5fa2db2"}
+		groups: []string{"system:masters"}, userAgent: "kubectl/v1.9.2 (linux/amd64) kubernetes/5fa2db2", sourceIP: "127.0.0.4"}
 	writerID = identity{token: "writer-token", user: "system:serviceaccount:apps:config-writer", uid: "uid-writer",
-		groups: []string{"system:serviceaccounts", "system:masters"}, userAgent: "config-writer/1.4 (linux/amd64)"}
+		groups: []string{"system:serviceaccounts", "system:masters"}, userAgent: "config-writer/1.4 (linux/amd64)", sourceIP: "127.0.0.5"}
 	reloaderID = identity{token: "reloader-token", user: "system:serviceaccount:apps:config-reloader", uid: "uid-reloader",
-		groups: []string{"system:serviceaccounts", "system:masters"}, userAgent: "config-reloader/0.9 (linux/amd64)"}
+		groups: []string{"system:serviceaccounts", "system:masters"}, userAgent: "config-reloader/0.9 (linux/amd64)", sourceIP: "127.0.0.6"}
 )
 
-var identities = []identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}
+// nodeIDs are the kubelets of the fake Nodes of the real-controllers
+// scenario: they only renew their Leases.
+var nodeIDs = func() []identity {
+	var out []identity
+	for i := 1; i <= 3; i++ {
+		out = append(out, identity{token: fmt.Sprintf("node-%d-token", i), user: fmt.Sprintf("system:node:node-%d", i),
+			uid: fmt.Sprintf("uid-node-%d", i), groups: []string{"system:nodes", "system:masters"},
+			userAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/unknown", sourceIP: fmt.Sprintf("127.0.1.%d", i)})
+	}
+	return out
+}()
+
+var identities = append([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs...)
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.
@@ -60,6 +78,8 @@ type cluster struct {
 	dir       string
 	base      string // https://127.0.0.1:port of the apiserver
 	auditLog  string
+	caPath    string // the CA of the apiserver's serving certificate
+	saKeyPath string // the service account signing key
 	apiserver *proc
 	etcd      *proc
 	tls       *tls.Config
@@ -71,12 +91,16 @@ const auditPolicy = "../audit-policy.yaml"
 
 // startCluster starts etcd and kube-apiserver in dir, the apiserver sending
 // its audit events to s under /audit/<name> and to dir/audit.log.
-func startCluster(t *testing.T, ca *testCA, dir, name string, s sink) *cluster {
+//
+// prelude, when not nil, first runs against an apiserver without auditing
+// on the same etcd: objects it creates predate the audit log, as the
+// months-old Services of the incident did.
+func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude func(c *cluster)) *cluster {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{name: name, dir: dir, auditLog: filepath.Join(dir, "audit.log"), tls: ca.tlsConfig(t, "", "")}
+	c := &cluster{name: name, dir: dir, auditLog: filepath.Join(dir, "audit.log"), caPath: ca.pemPath, tls: ca.tlsConfig(t, "", "")}
 
 	clientPort, peerPort := freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)
@@ -104,46 +128,65 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink) *cluster {
 	}
 	tokenFile := writeFile(t, dir, "tokens.csv", []byte(tokens.String()))
 	saPub, saKey := serviceAccountKeys(t, dir)
+	c.saKeyPath = saKey
 	servingCert, servingKey := ca.issue(t, dir, "apiserver", "kube-apiserver", true)
-	webhookConfig := writeFile(t, dir, "webhook.kubeconfig", []byte(webhookKubeconfig(s, name)))
-	policy, err := filepath.Abs(auditPolicy)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	port := freePort(t)
-	c.base = fmt.Sprintf("https://127.0.0.1:%d", port)
-	c.apiserver = startProc(t, dir, "kube-apiserver", kubeAPIServerBin,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--tls-cert-file="+servingCert, "--tls-private-key-file="+servingKey,
-		"--cert-dir="+filepath.Join(dir, "certs"),
+	args := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--tls-cert-file=" + servingCert, "--tls-private-key-file=" + servingKey,
+		"--cert-dir=" + filepath.Join(dir, "certs"),
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc",
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
-		"--token-auth-file="+tokenFile,
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
+		"--token-auth-file=" + tokenFile,
 		"--authorization-mode=RBAC",
 		// The reconciler of the "kubernetes" Service's Endpoints would
 		// write a loopback address, which Endpoints validation refuses, and
 		// retry every 10 s: noise in the audit log, not cluster behaviour.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+	}
+
+	if prelude != nil {
+		c.apiserver = c.startAPIServer(t, "kube-apiserver-prelude", args)
+		prelude(c)
+		if err := c.apiserver.stop(60 * time.Second); err != nil {
+			t.Fatalf("stopping the prelude's kube-apiserver: %v", err)
+		}
+	}
+
+	webhookConfig := writeFile(t, dir, "webhook.kubeconfig", []byte(webhookKubeconfig(s, name)))
+	policy, err := filepath.Abs(auditPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.apiserver = c.startAPIServer(t, "kube-apiserver", append(args,
 		"--audit-policy-file="+policy,
 		"--audit-log-path="+c.auditLog,
 		"--audit-log-maxsize=0",
 		"--audit-webhook-config-file="+webhookConfig,
 		"--audit-webhook-batch-max-wait=1s",
-	)
+	))
+	return c
+}
+
+// startAPIServer starts kube-apiserver on a free port and waits until it
+// is ready and has created namespace default.
+func (c *cluster) startAPIServer(t *testing.T, name string, args []string) *proc {
+	t.Helper()
+	port := freePort(t)
+	c.base = fmt.Sprintf("https://127.0.0.1:%d", port)
+	p := startProc(t, c.dir, name, kubeAPIServerBin, append(args, fmt.Sprintf("--secure-port=%d", port))...)
 	start := time.Now()
 	admin := c.actor(adminID)
 	if !poll(120*time.Second, 250*time.Millisecond, func() bool {
-		if c.apiserver.exited() {
+		if p.exited() {
 			return true
 		}
 		code, body, err := admin.raw("GET", "/readyz", nil)
 		return err == nil && code == 200 && strings.TrimSpace(string(body)) == "ok"
-	}) || c.apiserver.exited() {
-		t.Fatalf("kube-apiserver did not become ready on %s:\n%s", c.base, c.apiserver.logTail(40))
+	}) || p.exited() {
+		t.Fatalf("%s did not become ready on %s:\n%s", name, c.base, p.logTail(40))
 	}
 	// The default namespace is created by a controller inside the
 	// apiserver, shortly after readiness.
@@ -153,8 +196,8 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink) *cluster {
 	}) {
 		t.Fatalf("namespace default did not appear")
 	}
-	t.Logf("kube-apiserver %s ready on %s in %s", versions["KUBERNETES_VERSION"], c.base, time.Since(start).Round(100*time.Millisecond))
-	return c
+	t.Logf("%s %s ready on %s in %s", name, versions["KUBERNETES_VERSION"], c.base, time.Since(start).Round(100*time.Millisecond))
+	return p
 }
 
 // stop stops the apiserver, which flushes its audit webhook, then etcd.

@@ -1,14 +1,15 @@
 // Package e2e runs auditlens against the real producer of audit events: a
-// kube-apiserver (with etcd) built from the Go module proxy at the versions
+// kube-apiserver (with etcd, and in one scenario the real
+// kube-controller-manager) built from the Go module proxy at the versions
 // pinned in versions.env, sending to an `auditlens serve` over its audit
 // webhook while a scenario driver plays the cluster's actors through the
 // REST API.
 //
 // The package holds only tests. build.sh builds the binaries into the user
 // cache (${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes version>/);
-// TestMain calls it, so a cached machine never rebuilds. Each scenario
-// starts its own etcd and kube-apiserver on free 127.0.0.1 ports, runs for
-// a few seconds of compressed cluster time, stops the apiserver (which
+// the first test that needs them runs it, and a cached machine never
+// rebuilds. Each scenario starts its own etcd and kube-apiserver on free
+// 127.0.0.1 ports, runs for under a minute of compressed cluster time, stops the apiserver (which
 // flushes its audit webhook) and checks that auditlens stored exactly the
 // events of the apiserver's own audit log file, then checks the findings.
 //

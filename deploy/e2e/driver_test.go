@@ -99,23 +99,21 @@ func (d *driver) deleteService(name string) {
 	d.must(d.endpoints.delete("default", "endpoints", name))
 }
 
-// The scenario's Services: legacy is the early-created one whose deletion
-// puts an old resourceVersion at the end of the watch stream.
+// The Services that exist before the audit log starts; the incident's had
+// existed for months.
 var liveServices = []string{"frontend", "cart", "checkout", "payments", "catalog"}
 
-// setup creates namespace apps, Service legacy and then the live Services
-// with their Endpoints, and returns legacy's resourceVersion.
-func (d *driver) setup() string {
+// prelude creates what predates the audit log: namespace apps with the
+// config writer's ConfigMap, and the live Services with their Endpoints.
+func prelude(d *driver) {
 	d.t.Helper()
 	_, err := d.admin.create("", "namespaces", namespace("apps"))
 	d.must(err)
 	_, err = d.writer.create("apps", "configmaps", configMap("app-config", map[string]string{"generation": "0"}))
 	d.must(err)
-	legacyRV := d.createService("legacy", 0)
 	for i, name := range liveServices {
 		d.createService(name, i+1)
 	}
-	return legacyRV
 }
 
 // configWriter makes unrelated writes: it patches a ConfigMap every 400 ms

@@ -21,7 +21,7 @@ const (
 	findingTimeout = 2 * time.Minute
 	// findingSettle is how long after a scenario ended a detector that must
 	// stay silent is given to speak up.
-	findingSettle = 30 * time.Second
+	findingSettle = 20 * time.Second
 )
 
 func checkFindings(t *testing.T, res *scenarioResult) {

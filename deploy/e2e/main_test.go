@@ -43,9 +43,10 @@ func parseEnv(s string) map[string]string {
 
 // Binaries used by every test, set by TestMain.
 var (
-	kubeAPIServerBin string
-	etcdBin          string
-	auditlensBin     string
+	kubeAPIServerBin         string
+	kubeControllerManagerBin string
+	etcdBin                  string
+	auditlensBin             string
 	// setupErr, when set, fails every test that needs the binaries.
 	setupErr error
 )
@@ -67,6 +68,7 @@ func TestMain(m *testing.M) {
 		s := <-sig
 		fmt.Fprintf(os.Stderr, "e2e: %v: killing every process the tests started\n", s)
 		killAll()
+		cleanupTemp()
 		os.Exit(130)
 	}()
 
@@ -113,17 +115,18 @@ func setup() error {
 	start := time.Now()
 	out, err := runCapture(exec.Command("bash", "build.sh"))
 	if err != nil {
-		return fmt.Errorf("building kube-apiserver %s and etcd %s with deploy/e2e/build.sh "+
-			"(needs Go and the module proxy; ~6 minutes when not cached): %w",
+		return fmt.Errorf("building kube-apiserver, kube-controller-manager %s and etcd %s with deploy/e2e/build.sh "+
+			"(needs Go and the module proxy; 6-11 minutes when not cached): %w",
 			versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], err)
 	}
 	dir := strings.TrimSpace(lastLine(out))
 	if d := time.Since(start); d > 5*time.Second {
-		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver and etcd into %s in %s\n", dir, d.Round(time.Second))
+		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver, kube-controller-manager and etcd into %s in %s\n", dir, d.Round(time.Second))
 	}
 	kubeAPIServerBin = filepath.Join(dir, "kube-apiserver")
+	kubeControllerManagerBin = filepath.Join(dir, "kube-controller-manager")
 	etcdBin = filepath.Join(dir, "etcd")
-	for _, b := range []string{kubeAPIServerBin, etcdBin} {
+	for _, b := range []string{kubeAPIServerBin, kubeControllerManagerBin, etcdBin} {
 		if fi, err := os.Stat(b); err != nil || fi.Mode()&0o111 == 0 {
 			return fmt.Errorf("build.sh printed %s but %s is not an executable there", dir, filepath.Base(b))
 		}
