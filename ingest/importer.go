@@ -23,7 +23,7 @@ import (
 type ImportConfig struct {
 	// Cluster tags every imported event.
 	Cluster string
-	// BatchRows is the number of rows per insert (default 20000).
+	// BatchRows is the number of rows per insert (default 50000).
 	BatchRows int
 	// OnProgress, when set, is called about every 200ms and once at the end.
 	OnProgress func(ImportProgress)
@@ -110,7 +110,7 @@ func ExpandPaths(paths []string) ([]string, error) {
 // is the baseline the import benchmark compares against.
 func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (ImportStats, error) {
 	if cfg.BatchRows <= 0 {
-		cfg.BatchRows = 20000
+		cfg.BatchRows = 50000
 	}
 	if cfg.MaxRejectsShown <= 0 {
 		cfg.MaxRejectsShown = 20

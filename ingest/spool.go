@@ -58,7 +58,7 @@ type SpoolConfig struct {
 	// (default 64 MiB). Fully stored segments are deleted.
 	SegmentBytes int64
 	// CacheRows bounds the decoded rows kept in memory beside durable
-	// records (default 50000), so the writer need not decode again what
+	// records (default 100000), so the writer need not decode again what
 	// the webhook just decoded. Records beyond it are decoded from disk.
 	CacheRows int
 	Logger    *slog.Logger
@@ -117,7 +117,7 @@ func OpenSpool(cfg SpoolConfig) (*Spool, error) {
 		cfg.SegmentBytes = 64 << 20
 	}
 	if cfg.CacheRows == 0 {
-		cfg.CacheRows = 50000
+		cfg.CacheRows = 100000
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

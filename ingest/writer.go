@@ -19,7 +19,7 @@ type Store interface {
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
-	// MaxRows is the largest insert (default 20000). ClickHouse wants few,
+	// MaxRows is the largest insert (default 50000). ClickHouse wants few,
 	// large inserts: about one per second per table.
 	MaxRows int
 	// MaxWait is how long the spool consumer waits to fill a batch once it
@@ -39,7 +39,7 @@ type WriterConfig struct {
 
 func (c *WriterConfig) setDefaults() {
 	if c.MaxRows <= 0 {
-		c.MaxRows = 20000
+		c.MaxRows = 50000
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Second

@@ -7,7 +7,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/store"
 )
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -15,10 +17,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var sf storeFlags
 	sf.register(fs, "chdb://./data/clickhouse")
 	cluster := fs.String("cluster", "", "cluster name to tag the events with (required)")
-	batch := fs.Int("batch-rows", 20000, "rows per insert")
+	batch := fs.Int("batch-rows", 50000, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
+	noDetect := fs.Bool("no-detect", false, "do not run the detectors over the imported span")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -37,8 +40,9 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	var w *ingest.Writer
+	var st store.Store
 	if !*decodeOnly {
-		st, err := sf.open(ctx, log)
+		st, err = sf.open(ctx, log)
 		if err != nil {
 			return err
 		}
@@ -57,6 +61,13 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		bar.finish()
 	}
 	printImportSummary(stdout, stats)
+	if err == nil && st != nil && !*noDetect && stats.Events > 0 {
+		// The detectors over what was imported (cluster and span).
+		res, derr := detectOnce(ctx, st, detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond),
+			Clusters: []string{*cluster}}, nil, log)
+		printFindingsSummary(stdout, res, derr)
+		err = derr
+	}
 	return err
 }
 

@@ -39,7 +39,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
 		jqMaxOut      = fs.Int("jq-max-outputs", 100000, "most jq outputs per query")
 		jqConcurrent  = fs.Int("jq-max-concurrent", 4, "most jq queries running at once (each in its own worker process)")
-		batchRows     = fs.Int("batch-rows", 20000, "largest insert into the store")
+		batchRows     = fs.Int("batch-rows", 50000, "largest insert into the store")
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
