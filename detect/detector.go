@@ -33,6 +33,7 @@ func (w Window) Validate() error {
 	return nil
 }
 
+// String shows the window as [since, until) in RFC 3339.
 func (w Window) String() string {
 	return "[" + w.Since.UTC().Format(time.RFC3339) + ", " + w.Until.UTC().Format(time.RFC3339) + ")"
 }

@@ -104,6 +104,7 @@ type Object struct {
 	Name      string `json:"name"`
 }
 
+// String names the object as kubectl would: "endpoints web/frontend".
 func (o Object) String() string {
 	if o.Namespace == "" {
 		return o.Resource + "/" + o.Name
@@ -136,7 +137,22 @@ type Evidence struct {
 	WatchAuditID string `json:"watch_audit_id,omitempty"`
 }
 
-func (e Evidence) key() string { return e.AuditID + "\x00" + e.Stage + "\x00" + e.Role }
+// key identifies an evidence event: one request in one role, whatever
+// stage of it a window happened to hold.
+func (e Evidence) key() string { return e.AuditID + "\x00" + e.Role }
+
+// stageRank orders the stages of a request.
+func stageRank(stage string) int {
+	switch stage {
+	case "RequestReceived":
+		return 0
+	case "ResponseStarted":
+		return 1
+	case "ResponseComplete":
+		return 2
+	}
+	return 3
+}
 
 func compareEvidence(a, b Evidence) int {
 	return cmp.Or(a.Time.Compare(b.Time), cmp.Compare(a.AuditID, b.AuditID),
@@ -161,8 +177,8 @@ const DefaultMaxEvidence = 1000
 
 // Merge combines a stored finding with the same incident found again:
 // first_seen is the earliest and last_seen the latest of both, objects and
-// evidence are the union (evidence deduplicated by audit ID, stage and
-// role, sorted by time, and thinned to maxEvidence items by dropping from
+// evidence are the union (evidence deduplicated by audit ID and role,
+// keeping the earliest stage of a request, sorted by time, and thinned to maxEvidence items by dropping from
 // the middle: the start and the latest turns of an incident matter most),
 // severity and confidence are the higher of both, and the rest (title,
 // summary, subjects, remediation) comes from next. Detectors whose
@@ -187,14 +203,19 @@ func Merge(prev, next Finding, maxEvidence int) Finding {
 	slices.SortFunc(objs, compareObjects)
 	out.Objects = slices.Compact(objs)
 
-	seen := make(map[string]bool, len(prev.Evidence)+len(next.Evidence))
+	at := make(map[string]int, len(prev.Evidence)+len(next.Evidence))
 	ev := make([]Evidence, 0, len(prev.Evidence)+len(next.Evidence))
-	// next first: an event seen again keeps its newest description.
-	for _, list := range [][]Evidence{next.Evidence, prev.Evidence} {
+	for _, list := range [][]Evidence{prev.Evidence, next.Evidence} {
 		for _, e := range list {
-			if k := e.key(); !seen[k] {
-				seen[k] = true
+			i, ok := at[e.key()]
+			switch {
+			case !ok:
+				at[e.key()] = len(ev)
 				ev = append(ev, e)
+			case stageRank(e.Stage) < stageRank(ev[i].Stage):
+				// Two windows held different stages of one request: keep
+				// the earliest, when it was made.
+				ev[i] = e
 			}
 		}
 	}

@@ -5,41 +5,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/store"
 )
 
 // Every value a detector or the findings repository puts in SQL is a
-// server-side parameter ({name:Type}). The engines read parameter values
-// as text in ClickHouse's escaped form, so strings are escaped here.
+// server-side parameter ({name:Type}), rendered by the store's helpers.
 
-// paramEscaper escapes a String parameter value (ClickHouse's escaped
-// text format: backslash sequences).
-var paramEscaper = strings.NewReplacer(`\`, `\\`, "\t", `\t`, "\n", `\n`, "\r", `\r`, "\x00", `\0`)
-
-// quotedEscaper escapes a string inside a quoted literal of an Array
-// parameter.
-var quotedEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\x00", `\0`, "\n", `\n`, "\r", `\r`, "\t", `\t`)
-
-func stringParam(s string) string { return paramEscaper.Replace(s) }
-
-// arrayParam renders an Array(String) parameter value.
-func arrayParam(vals []string) string {
-	var b strings.Builder
-	b.WriteByte('[')
-	for i, v := range vals {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\'')
-		quotedEscaper.WriteString(&b, v)
-		b.WriteByte('\'')
-	}
-	b.WriteByte(']')
-	return b.String()
-}
+func stringParam(s string) string     { return store.StringParam(s) }
+func arrayParam(vals []string) string { return store.StringArrayParam(vals) }
 
 // DateTime64's range: times outside it are clamped.
 var (
@@ -55,7 +30,12 @@ func timeParam(t time.Time) string {
 	if r := t.Truncate(time.Microsecond); r.Before(t) {
 		t = r.Add(time.Microsecond)
 	}
-	t = min(max(t, minTime), maxTime)
+	if t.Before(minTime) {
+		t = minTime
+	}
+	if t.After(maxTime) {
+		t = maxTime
+	}
 	return t.Format("2006-01-02 15:04:05.000000")
 }
 

@@ -21,7 +21,12 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "-", "output file (.gz compresses); - for stdout")
 	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same file")
 	start := fs.String("start", "2026-01-01T00:00:00Z", "timestamp of the first event (RFC3339)")
+	var sc genScenario
+	sc.register(fs)
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := sc.check(); err != nil {
 		return err
 	}
 	t0, err := time.Parse(time.RFC3339, *start)
@@ -44,7 +49,12 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	bw := bufio.NewWriterSize(w, 1<<20)
-	if err := auditgen.New(*seed, t0).WriteLog(bw, *n); err != nil {
+	if sc.name != "" {
+		err = sc.write(bw, *seed, t0)
+	} else {
+		err = auditgen.New(*seed, t0).WriteLog(bw, *n)
+	}
+	if err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {

@@ -20,8 +20,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,14 @@ type Gen struct {
 	now  time.Time
 	rv   int64     // the cluster's resourceVersion, bumped by writes
 	born time.Time // creationTimestamp of generated objects
+	// revs samples rv over the last minutes, for the resourceVersion a
+	// watch asked for when it started (see watchFrom).
+	revs []revAt
+}
+
+type revAt struct {
+	t  time.Time
+	rv int64
 }
 
 // New returns a generator whose first event happens just after start. The
@@ -65,6 +75,12 @@ func New(seed int64, start time.Time) *Gen {
 // apiserver). Kind and apiVersion are left empty, as in a webhook EventList.
 func (g *Gen) Next() auditv1.Event {
 	g.now = g.now.Add(time.Microsecond + time.Duration(g.rng.ExpFloat64()*float64(250*time.Microsecond)).Truncate(time.Microsecond))
+	if n := len(g.revs); n == 0 || g.now.Sub(g.revs[n-1].t) >= 100*time.Millisecond {
+		if n >= 18000 { // 30 minutes: keep the last 15 (watches last at most 10)
+			g.revs = append(g.revs[:0], g.revs[n/2:]...)
+		}
+		g.revs = append(g.revs, revAt{g.now, g.rv})
+	}
 
 	var stage auditv1.Stage
 	switch r := g.rng.IntN(10); {
@@ -110,9 +126,43 @@ func (g *Gen) Next() auditv1.Event {
 			ev.ResponseObject = unknown(q.respObj)
 		}
 	}
+	if q.verb == "watch" {
+		ev.RequestURI = g.watchFrom(q, g.now.Add(-latency))
+	}
 	ev.StageTimestamp = metav1.NewMicroTime(g.now)
 	ev.RequestReceivedTimestamp = metav1.NewMicroTime(g.now.Add(-latency))
 	return ev
+}
+
+// watchFrom sets the resourceVersion of a watch that started at start as
+// a client-go reflector would have it: a little behind the cluster's
+// resourceVersion at that time (the last event it received), by a lag
+// fixed per client and watched collection. So each client's successive
+// watches never go back, as real ones do not (watch detectors look for
+// those that do).
+func (g *Gen) watchFrom(q request, start time.Time) string {
+	i := sort.Search(len(g.revs), func(i int) bool { return g.revs[i].t.After(start) }) - 1
+	var rv int64
+	if i >= 0 {
+		rv = g.revs[i].rv
+	} else { // before the first sample: older by a revision a millisecond
+		rv = g.revs[0].rv - int64(g.revs[0].t.Sub(start)/time.Millisecond)
+	}
+	path, query, _ := strings.Cut(q.uri, "?")
+	h := fnv.New32a()
+	h.Write([]byte(q.user.info.Username + "\x00" + q.user.agent + "\x00" + q.user.ip + "\x00" + path))
+	for _, kv := range strings.Split(query, "&") {
+		if strings.HasPrefix(kv, "fieldSelector=") {
+			h.Write([]byte(kv))
+		}
+	}
+	rv -= int64(h.Sum32() % 5000)
+	pre, rest, ok := strings.Cut(q.uri, "resourceVersion=")
+	if !ok {
+		return q.uri
+	}
+	_, after, _ := strings.Cut(rest, "&")
+	return pre + "resourceVersion=" + strconv.FormatInt(max(rv, 1), 10) + "&" + after
 }
 
 // WriteLog writes n events to w as the log backend writes them: one JSON
@@ -366,6 +416,8 @@ func (g *Gen) watch(c client) request {
 		res, ns = configmaps, namespaces[g.rng.IntN(len(namespaces))]
 		selector = "fieldSelector=metadata.name%3D" + apps[g.rng.IntN(len(apps))] + "-config&"
 	}
+	// Next replaces the resourceVersion once it knows when the watch
+	// started (watchFrom); drawing it here keeps the random sequence.
 	q := fmt.Sprintf("allowWatchBookmarks=true&%sresourceVersion=%d&timeoutSeconds=%d&watch=true",
 		selector, g.rv-int64(g.rng.IntN(5000)), 300+g.rng.IntN(300))
 	return request{

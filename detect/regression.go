@@ -1,0 +1,317 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// RegressionName is the name of the watch-rv-regression detector.
+const RegressionName = "watch-rv-regression"
+
+// Evidence roles of watch-rv-regression findings.
+const (
+	// RoleHighWatch is the client's watch from the highest
+	// resourceVersion it used before going back.
+	RoleHighWatch = "watch-before"
+	// RoleRegressedWatch is a watch from the lower resourceVersion.
+	RoleRegressedWatch = "watch-regressed"
+)
+
+// RegressionConfig holds the watch-rv-regression detector's parameters.
+// Zero fields take the defaults.
+type RegressionConfig struct {
+	// Resources limits the detector to these resources (default: every
+	// resource; the bug hit every kind).
+	Resources []string
+	// MaxEvidence bounds a finding's evidence (default DefaultMaxEvidence).
+	MaxEvidence int
+}
+
+func (c *RegressionConfig) setDefaults() {
+	if c.MaxEvidence <= 0 {
+		c.MaxEvidence = DefaultMaxEvidence
+	}
+}
+
+// Regression detects a client whose successive watches of a resource
+// restart from a resourceVersion lower than one it already used — the
+// DELETE-event bug of seed 001: a watch event carrying a deleted object's
+// old resourceVersion sends the client's reflector back in history.
+//
+// A client is one reflector: user, user agent, source address, resource,
+// namespace and selectors. Its watches and lists in the window are taken
+// in order; a watch whose integer resourceVersion is below the highest
+// one the client watched from since its last list is a regression (a list
+// resets the comparison: a relist legitimately starts over, and in an HA
+// control plane the list may come from an apiserver whose cache is a
+// little behind). resourceVersions "", "0" and ones that are not integers
+// are not compared.
+//
+// One finding per client and lower resourceVersion: its subjects name the
+// client, resource_version (the lower one) and previous_resource_version
+// (the highest used before); watch_restarts counts the watches from the
+// lower one. Severity warning: the regression alone replays history once;
+// repeated restarts from it make the loop the watch-loop detector reports.
+type Regression struct{ cfg RegressionConfig }
+
+// NewRegression returns the detector with cfg's parameters.
+func NewRegression(cfg RegressionConfig) *Regression {
+	cfg.setDefaults()
+	return &Regression{cfg: cfg}
+}
+
+// Name implements Detector.
+func (d *Regression) Name() string { return RegressionName }
+
+// reflectorKey hashes what identifies a reflector.
+const reflectorKey = "cityHash64(user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector)"
+
+// suspectsSQL finds, cheaply, the reflectors whose watches went back: a
+// reflector's first step back since its last list is a watch whose
+// resourceVersion is below that of the request just before it (up to
+// there its watches only went up), so one pass over each reflector's
+// requests in time order finds them (lists count as resourceVersion 0: a
+// relist starts over). It reads the stages of a request as they are: they
+// share the request's start and resourceVersion, so copies and duplicates
+// never look like a step back, and FINAL is not needed.
+const suspectsSQL = `SELECT cluster, ident FROM (
+    SELECT cluster, ` + reflectorKey + ` AS ident,
+           arraySort(groupArray((toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts)),
+                                 if(verb = 'list', 0, toUInt64OrZero(req_rv)), verb = 'list', audit_id))) AS s
+    FROM audit_events
+    WHERE %WINDOW% AND (verb = 'list' OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%
+    GROUP BY cluster, ident
+)
+WHERE arrayExists((cur, prev) -> cur.3 = 0 AND cur.2 < prev.2, arrayPopFront(s), arrayPopBack(s))`
+
+// regressionSQL lists the watches that went back, for the suspects only.
+// Innermost: one row per watch or list (audit ID). Then seg numbers each
+// client's lists so far; the window frame compares a watch only with the
+// earlier watches of the same client since its last list.
+const regressionSQL = `SELECT cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector,
+       audit_id, rv, start, stage, uri, code, prev_max, prev_id
+FROM (
+    SELECT *,
+           max(if(r_verb = 'watch', rvn, 0)) OVER w AS prev_max,
+           argMax(if(r_verb = 'watch', audit_id, ''), if(r_verb = 'watch', rvn, 0)) OVER w AS prev_id
+    FROM (
+        SELECT *, sum(r_verb = 'list') OVER (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector
+                                             ORDER BY start, audit_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS seg
+        FROM (
+            SELECT cluster, audit_id,
+                   any(user) AS user, any(user_agent) AS user_agent, any(source_ip) AS source_ip,
+                   any(api_group) AS api_group, any(resource) AS resource, any(namespace) AS namespace,
+                   any(label_selector) AS label_selector, any(field_selector) AS field_selector,
+                   any(verb) AS r_verb, any(req_rv) AS rv, toUInt64OrZero(any(req_rv)) AS rvn,
+                   min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS start,
+                   argMin(stage, ts) AS stage, any(request_uri) AS uri, max(code) AS code
+            FROM (SELECT * FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
+                  WHERE %WINDOW% AND verb IN ('watch', 'list')%RESOURCES%
+                    AND ` + reflectorKey + ` IN {suspects:Array(UInt64)})
+            GROUP BY cluster, audit_id
+        )
+    )
+    WINDOW w AS (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, seg
+                 ORDER BY start, audit_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+)
+WHERE r_verb = 'watch' AND rvn > 0 AND rvn < prev_max
+ORDER BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, rv, start, audit_id`
+
+type regressionRow struct {
+	client
+	AuditID string `json:"audit_id"`
+	RV      string `json:"rv"`
+	Start   int64  `json:"start"`
+	Stage   string `json:"stage"`
+	URI     string `json:"uri"`
+	Code    int32  `json:"code"`
+	PrevMax uint64 `json:"prev_max"`
+	PrevID  string `json:"prev_id"`
+}
+
+// Evaluate implements Detector.
+func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Finding, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	p := store.Params{}
+	res := ""
+	if len(d.cfg.Resources) > 0 {
+		p["resources"] = arrayParam(d.cfg.Resources)
+		res = " AND resource IN {resources:Array(String)}"
+	}
+	expand := func(sql string) string {
+		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
+	}
+	var suspects []string
+	err := selectRows(ctx, q, "reflectors that went back", expand(suspectsSQL), p, func(r struct {
+		Ident uint64 `json:"ident"`
+	}) error {
+		suspects = append(suspects, strconv.FormatUint(r.Ident, 10))
+		return nil
+	})
+	if err != nil || len(suspects) == 0 {
+		return nil, err
+	}
+	p["suspects"] = "[" + strings.Join(suspects, ",") + "]"
+	sql := expand(regressionSQL)
+
+	type group struct {
+		c    client
+		rv   string
+		rows []regressionRow
+	}
+	var groups []*group
+	err = selectRows(ctx, q, "watch resourceVersion regressions", sql, p, func(r regressionRow) error {
+		if n := len(groups); n > 0 && groups[n-1].c == r.client && groups[n-1].rv == r.RV {
+			groups[n-1].rows = append(groups[n-1].rows, r)
+			return nil
+		}
+		groups = append(groups, &group{c: r.client, rv: r.RV, rows: []regressionRow{r}})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The watch each client went back from, one query per cluster.
+	prevIDs := map[string][]string{}
+	for _, g := range groups {
+		prevIDs[g.c.Cluster] = append(prevIDs[g.c.Cluster], highest(g.rows).PrevID)
+	}
+	prevRows := map[string]map[string][]eventRow{}
+	for _, cluster := range sortedKeys(prevIDs) {
+		slices.Sort(prevIDs[cluster])
+		if prevRows[cluster], err = selectEvents(ctx, q, w, cluster, slices.Compact(prevIDs[cluster])); err != nil {
+			return nil, err
+		}
+	}
+	var out []Finding
+	for _, g := range groups {
+		f := Finding{
+			ID: FindingID(RegressionName, g.c.Cluster, g.c.User, g.c.UserAgent, g.c.SourceIP, g.c.APIGroup, g.c.Resource,
+				g.c.Namespace, g.c.LabelSelector, g.c.FieldSelector, g.rv),
+			Detector: RegressionName,
+			Cluster:  g.c.Cluster,
+			Severity: Warning,
+			Subjects: Subjects{
+				User: g.c.User, UserAgent: g.c.UserAgent, Resource: g.c.Resource, APIGroup: g.c.APIGroup, ResourceVersion: g.rv,
+				SourceIP: g.c.SourceIP, Namespace: g.c.Namespace, LabelSelector: g.c.LabelSelector, FieldSelector: g.c.FieldSelector,
+			},
+		}
+		for _, r := range g.rows {
+			ws := watchStart{AuditID: r.AuditID, Stage: r.Stage, Time: micros(r.Start), URI: r.URI, Code: r.Code}
+			f.Evidence = append(f.Evidence, ws.evidence(g.c, r.RV, RoleRegressedWatch))
+		}
+		top := highest(g.rows)
+		f.Subjects.PreviousResourceVersion = fmtRV(top.PrevMax)
+		if r, ok := firstStage(prevRows[g.c.Cluster][top.PrevID]); ok {
+			f.Evidence = append(f.Evidence, r.evidence(RoleHighWatch, r.ReqRV))
+		}
+		f.normalize()
+		d.describe(&f)
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// highest returns the row whose earlier watch had the highest
+// resourceVersion.
+func highest(rows []regressionRow) regressionRow {
+	top := rows[0]
+	for _, r := range rows[1:] {
+		if r.PrevMax > top.PrevMax {
+			top = r
+		}
+	}
+	return top
+}
+
+// Merge implements Merger.
+func (d *Regression) Merge(prev, next Finding) Finding {
+	f := Merge(prev, next, d.cfg.MaxEvidence)
+	f.normalize()
+	// Keep the highest earlier resourceVersion either evaluation saw.
+	if c, ok := compareRV(prev.Subjects.PreviousResourceVersion, f.Subjects.PreviousResourceVersion); ok && c > 0 {
+		f.Subjects.PreviousResourceVersion = prev.Subjects.PreviousResourceVersion
+		// Only the watch that showed the highest one stays as "before".
+		f.Evidence = slices.DeleteFunc(f.Evidence, func(e Evidence) bool {
+			return e.Role == RoleHighWatch && e.ResourceVersion != prev.Subjects.PreviousResourceVersion
+		})
+	} else {
+		f.Evidence = slices.DeleteFunc(f.Evidence, func(e Evidence) bool {
+			return e.Role == RoleHighWatch && e.ResourceVersion != f.Subjects.PreviousResourceVersion
+		})
+	}
+	d.describe(&f)
+	f.Subjects.WatchRestarts = max(f.Subjects.WatchRestarts, prev.Subjects.WatchRestarts, next.Subjects.WatchRestarts)
+	return f
+}
+
+// describe sets the times, count, confidence and text of a finding from
+// its subjects and evidence.
+func (d *Regression) describe(f *Finding) {
+	s := &f.Subjects
+	var regressed []Evidence
+	var before *Evidence
+	for i, e := range f.Evidence {
+		switch e.Role {
+		case RoleRegressedWatch:
+			regressed = append(regressed, e)
+		case RoleHighWatch:
+			before = &f.Evidence[i]
+		}
+	}
+	if len(regressed) == 0 {
+		return
+	}
+	s.WatchRestarts = len(regressed)
+	f.FirstSeen, f.LastSeen = regressed[0].Time, regressed[len(regressed)-1].Time
+	prog := programName(s.UserAgent, s.User)
+	ver, affected := affectedVersion(s.UserAgent)
+
+	// A single step back is suspicious; a client that keeps coming back
+	// to the old resourceVersion is replaying history at every restart.
+	conf := 0.6
+	if len(regressed) >= 2 {
+		conf += 0.2
+	}
+	if affected {
+		conf += 0.1
+	}
+	f.Confidence = round2(min(conf, 0.99))
+	f.Title = fmt.Sprintf("%s resumed its watch of %s from resourceVersion %s, lower than %s it had already used",
+		prog, s.Resource, s.ResourceVersion, s.PreviousResourceVersion)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "Client %s (user agent %q", s.User, s.UserAgent)
+	if s.SourceIP != "" {
+		fmt.Fprintf(&b, ", from %s", s.SourceIP)
+	}
+	fmt.Fprintf(&b, ") had watched %s from resourceVersion %s", s.Resource, s.PreviousResourceVersion)
+	if before != nil {
+		fmt.Fprintf(&b, " (at %s)", before.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, " and then, without relisting, restarted its watch from the older resourceVersion %s at %s", s.ResourceVersion, f.FirstSeen.Format(time.RFC3339))
+	if len(regressed) > 1 {
+		fmt.Fprintf(&b, ", %d times up to %s", len(regressed), f.LastSeen.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, ". A reflector resumes from the resourceVersion of the last event it received, so the apiserver sent it an "+
+		"event with an old resourceVersion — in Kubernetes 1.7.0–1.9.2 the DELETE event of an early-created object — and each "+
+		"watch from it replays the %s history since then: the client's cache drops and re-adds live objects. ", s.Resource)
+	if affected {
+		fmt.Fprintf(&b, "%s %s is in the affected range. ", prog, ver)
+	}
+	b.WriteString("If dependent objects churn after its restarts, a watch-loop finding names them.")
+	f.Summary = b.String()
+	f.Remediation = "Upgrade the kube-apiservers to 1.10.0 or later, or 1.9.3, 1.8.8 or 1.7.13 (PR #58547 fixed the DELETE " +
+		"event's resourceVersion that PR #46223 broke in 1.7.0). Until then restart " + prog + " so that it relists and " +
+		"resumes from a fresh resourceVersion, and touch any object of the resource (for example add a label) so that a " +
+		"fresh resourceVersion lands at the end of its event stream. When many clients go back at once, the cluster's " +
+		"resourceVersion itself went back: etcd was restored from an old backup (restart every client so they relist)."
+}

@@ -1,0 +1,154 @@
+package detect
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var codeSpan = regexp.MustCompile("`[^`\n]*`")
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the output (run with -update after checking):\n--- got\n%s", path, got)
+	}
+}
+
+// renderSample is a finding whose strings come from a hostile client: a
+// user agent with markup and Markdown table syntax.
+func renderSample() []Finding {
+	loop := NewWatchLoop(WatchLoopConfig{})
+	f := Finding{
+		ID: FindingID(WatchLoopName, "prod", "x"), Detector: WatchLoopName, Cluster: "prod", Severity: Critical,
+		FirstSeen: t0.Add(36 * time.Second), LastSeen: t0.Add(125 * time.Second),
+		Subjects: Subjects{User: "system:kube-controller-manager", UserAgent: "<img src=x onerror=alert(1)> | `evil` *bold*",
+			Resource: "services", ResourceVersion: "1200", SourceIP: "10.0.0.10"},
+		Objects: []Object{{"endpoints", "web", "frontend"}, {"endpoints", "default", "api"}},
+	}
+	for i, w := range []string{"w1", "w2"} {
+		at := time.Duration(i) * 15 * time.Second
+		f.Evidence = append(f.Evidence,
+			Evidence{AuditID: w, Stage: "RequestReceived", Time: t0.Add(36*time.Second + at), Verb: "watch", Resource: "services",
+				User: f.Subjects.User, RequestURI: "/api/v1/services?resourceVersion=1200&timeoutSeconds=11&watch=true", Code: 200,
+				Role: RoleStaticWatch, ResourceVersion: "1200"},
+			Evidence{AuditID: w + "-d", Stage: "ResponseComplete", Time: t0.Add(37*time.Second + at), Verb: "delete", Resource: "endpoints",
+				Namespace: "web", Name: "frontend", User: "system:serviceaccount:kube-system:endpoint-controller",
+				RequestURI: "/api/v1/namespaces/web/endpoints/frontend", Code: 200, Role: "endpoints-delete", WatchAuditID: w},
+			Evidence{AuditID: w + "-c", Stage: "ResponseComplete", Time: t0.Add(39*time.Second + at), Verb: "create", Resource: "endpoints",
+				Namespace: "web", Name: "frontend", User: "system:serviceaccount:kube-system:endpoint-controller",
+				RequestURI: "/api/v1/namespaces/web/endpoints", Code: 201, Role: "endpoints-create", ResourceVersion: "4407510", WatchAuditID: w})
+	}
+	f.Evidence = append(f.Evidence, Evidence{AuditID: "adv", Stage: "RequestReceived", Time: t0.Add(80 * time.Second), Verb: "watch",
+		Resource: "services", User: "system:serviceaccount:kube-system:kube-dns", Role: RoleRVAdvanced, ResourceVersion: "4815000"})
+	f.normalize()
+	loop.describe(&f)
+	reg := Finding{ID: "watch-rv-regression-0", Detector: RegressionName, Cluster: "prod", Severity: Warning, Confidence: 0.6,
+		Title:   "kube-proxy resumed its watch of services from resourceVersion 1200, lower than 3702977 it had already used",
+		Summary: "A short summary.", Remediation: "Restart kube-proxy.", FirstSeen: t0, LastSeen: t0,
+		Subjects: Subjects{User: "system:kube-proxy", UserAgent: "kube-proxy/v1.9.2", Resource: "services", ResourceVersion: "1200", PreviousResourceVersion: "3702977"}}
+	reg.normalize()
+	fs := []Finding{reg, f}
+	SortFindings(fs)
+	return fs
+}
+
+func TestRender(t *testing.T) {
+	for _, format := range Formats {
+		t.Run(format, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := Render(&buf, format, renderSample()); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "render."+format+".golden", buf.Bytes())
+			// Markup from a client is inert: escaped in text, or inside a
+			// code span (where Markdown shows it as it is).
+			if outside := codeSpan.ReplaceAllString(buf.String(), ""); format == "markdown" && strings.Contains(outside, "<img") {
+				t.Error("markdown output holds the client's markup outside code spans")
+			}
+		})
+	}
+	t.Run("json round trip", func(t *testing.T) {
+		var buf bytes.Buffer
+		if err := Render(&buf, "json", renderSample()); err != nil {
+			t.Fatal(err)
+		}
+		var back []Finding
+		if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
+			t.Fatal(err)
+		}
+		if want := renderSample(); len(back) != len(want) || !sameFinding(back[1], want[1]) {
+			t.Errorf("decoded %+v", back)
+		}
+	})
+	t.Run("no findings", func(t *testing.T) {
+		for format, want := range map[string]string{"json": "[]\n", "text": "No findings.\n", "markdown": "# auditlens findings\n\nNo findings.\n"} {
+			var buf bytes.Buffer
+			if err := Render(&buf, format, nil); err != nil || buf.String() != want {
+				t.Errorf("%s: %q, %v; want %q", format, buf.String(), err, want)
+			}
+		}
+	})
+	t.Run("unknown format", func(t *testing.T) {
+		if err := Render(&bytes.Buffer{}, "yaml", nil); err == nil || !strings.Contains(err.Error(), "text, json, markdown") {
+			t.Errorf("got %v", err)
+		}
+	})
+}
+
+// TestWatchLoopDescribe checks the counts a watch-loop finding derives
+// from its evidence: restarts (retries collapsed), iterations (restarts
+// followed by churn) and the confidence that follows.
+func TestWatchLoopDescribe(t *testing.T) {
+	f := renderSample()[0]
+	if f.Detector != WatchLoopName {
+		t.Fatalf("first finding is %s", f.Detector)
+	}
+	if f.Subjects.WatchRestarts != 2 || f.Subjects.Iterations != 2 {
+		t.Errorf("restarts %d iterations %d, want 2 and 2", f.Subjects.WatchRestarts, f.Subjects.Iterations)
+	}
+	// Two iterations (0.7), every restart replayed (+0.05); the user
+	// agent names no affected version.
+	if f.Confidence != 0.75 {
+		t.Errorf("confidence %v, want 0.75", f.Confidence)
+	}
+	for _, want := range []string{"restarted its watch of services 2 times from the same resourceVersion 1200",
+		"resourceVersion 4815000", "default/api, web/frontend", "(2 delete→create pairs)"} {
+		if !strings.Contains(f.Summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, f.Summary)
+		}
+	}
+	// A quick retry of a restart adds no restart and no iteration.
+	loop := NewWatchLoop(WatchLoopConfig{})
+	g := f
+	g.Evidence = append(append([]Evidence(nil), f.Evidence...), Evidence{AuditID: "w1-retry", Stage: "RequestReceived",
+		Time: t0.Add(37 * time.Second), Verb: "watch", Resource: "services", Role: RoleStaticWatch, ResourceVersion: "1200"})
+	g.normalize()
+	loop.describe(&g)
+	if g.Subjects.WatchRestarts != 2 || g.Subjects.Iterations != 2 {
+		t.Errorf("with a retry: restarts %d iterations %d, want 2 and 2", g.Subjects.WatchRestarts, g.Subjects.Iterations)
+	}
+}

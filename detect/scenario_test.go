@@ -1,0 +1,345 @@
+package detect_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/store"
+)
+
+// updating reports whether -update (declared by the package's internal
+// tests, in the same test binary) asks to rewrite golden files.
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+// scenarioCases states what the detectors must find in each scenario, in
+// this file rather than taken from the generator: how many findings of
+// each detector, and for the loop its client, resourceVersion and
+// Endpoints. The generator's own truth (Trace.Want) is checked against
+// these counts and then used for the details (iterations, which watch
+// each churn event followed).
+var scenarioCases = map[string]struct {
+	loops, regressions int
+	loopUser, loopRV   string
+	loopObjects        []string
+	regressionUser     string // the only regressing client, when there is one
+}{
+	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
+	"incident-with-user-recreate": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}}, // not web/shop
+	"idle-constant-rv":           {},
+	"user-recreates-service":     {},
+	"advancing-rv":               {},
+	"static-rv-not-advanced":     {},
+	"apiserver-startup":          {},
+	"healthy-controller-manager": {},
+	"rv-regression":              {regressions: 1, regressionUser: "system:serviceaccount:ingress-nginx:ingress-nginx"},
+}
+
+// TestScenarios imports every scenario at both time scales and holds the
+// two detectors, with their default parameters, to what it contains.
+func TestScenarios(t *testing.T) {
+	st := engine(t)
+	for _, sc := range scenario.All() {
+		tc, ok := scenarioCases[sc.Name]
+		if !ok {
+			t.Errorf("scenario %s has no expectations in scenarioCases", sc.Name)
+			continue
+		}
+		for _, scale := range scenario.Scales {
+			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
+				tr := sc.Generate(scale, scenario.Start, 1)
+				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
+					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
+						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
+				}
+				cluster := "scenario-" + sc.Name + "-" + scale.Name
+				w := span(importTrace(t, st, tr, cluster), cluster)
+				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
+				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
+				checkLoops(t, tr.Want.Loops, loops)
+				checkRegressions(t, tr.Want.Regressions, regs)
+				if tc.loops == 1 && len(loops) == 1 {
+					f := loops[0]
+					if f.Subjects.User != tc.loopUser || f.Subjects.ResourceVersion != tc.loopRV || f.Subjects.Resource != "services" {
+						t.Errorf("loop of %s on %s from %s, want %s on services from %s", f.Subjects.User, f.Subjects.Resource,
+							f.Subjects.ResourceVersion, tc.loopUser, tc.loopRV)
+					}
+					if got := objectNames(f); !slices.Equal(got, tc.loopObjects) {
+						t.Errorf("objects %v, want %v", got, tc.loopObjects)
+					}
+					if f.Subjects.Iterations < 4 {
+						t.Errorf("%d iterations: the scenario loops at least 4 times", f.Subjects.Iterations)
+					}
+				}
+				if tc.regressionUser != "" && len(regs) == 1 && regs[0].Subjects.User != tc.regressionUser {
+					t.Errorf("regression of %s, want %s", regs[0].Subjects.User, tc.regressionUser)
+				}
+			})
+		}
+	}
+}
+
+func objectNames(f detect.Finding) []string {
+	var out []string
+	for _, o := range f.Objects {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	return out
+}
+
+// checkLoops holds watch-loop findings to the generator's truth: the
+// client, the static resourceVersion, every churned object, the number of
+// iterations, and each churn event linked to the restart it followed.
+func checkLoops(t *testing.T, want []scenario.Loop, got []detect.Finding) {
+	t.Helper()
+	if len(got) != len(want) {
+		for _, f := range got {
+			t.Logf("found: %s (%s %s %s)", f.Title, f.Subjects.User, f.Subjects.SourceIP, f.Subjects.ResourceVersion)
+		}
+		t.Fatalf("%d watch-loop findings, want %d", len(got), len(want))
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(got, func(f detect.Finding) bool {
+			s := f.Subjects
+			return s.User == w.Client.User && s.UserAgent == w.Client.UserAgent && s.SourceIP == w.Client.SourceIP &&
+				s.Resource == w.Resource && s.ResourceVersion == w.ResourceVersion
+		})
+		if i < 0 {
+			t.Errorf("no finding for %s (%s) on %s from %s", w.Client.User, w.Client.SourceIP, w.Resource, w.ResourceVersion)
+			continue
+		}
+		f := got[i]
+		if f.Detector != detect.WatchLoopName || f.Severity != detect.Critical || f.Confidence < 0.7 || f.Confidence > 1 {
+			t.Errorf("detector %s severity %s confidence %v", f.Detector, f.Severity, f.Confidence)
+		}
+		if names := objectNames(f); !slices.Equal(names, w.Objects) {
+			t.Errorf("objects %v, want %v", names, w.Objects)
+		}
+		for _, o := range f.Objects {
+			if o.Resource != "endpoints" {
+				t.Errorf("object %v is not Endpoints", o)
+			}
+		}
+		if f.Subjects.Iterations != w.Iterations {
+			t.Errorf("%d iterations, want %d", f.Subjects.Iterations, w.Iterations)
+		}
+		static := map[string]bool{}
+		var advanced []detect.Evidence
+		linked := 0
+		for _, e := range f.Evidence {
+			switch e.Role {
+			case detect.RoleStaticWatch:
+				static[e.AuditID] = true
+				if e.Verb != "watch" || e.ResourceVersion != w.ResourceVersion || e.User != w.Client.User {
+					t.Errorf("static watch evidence %+v", e)
+				}
+			case detect.RoleRVAdvanced:
+				advanced = append(advanced, e)
+			}
+		}
+		for _, e := range f.Evidence {
+			if e.Role != "endpoints-delete" && e.Role != "endpoints-create" {
+				continue
+			}
+			linked++
+			if wantWatch, ok := w.ChurnAfter[e.AuditID]; !ok {
+				t.Errorf("churn evidence %s %s/%s (%s) is not churn of the loop", e.Verb, e.Namespace, e.Name, e.AuditID)
+			} else if e.WatchAuditID != wantWatch || !static[e.WatchAuditID] {
+				t.Errorf("churn %s %s/%s follows watch %q, want %q (a static-watch in the evidence)", e.Verb, e.Namespace, e.Name, e.WatchAuditID, wantWatch)
+			}
+			if (e.Role == "endpoints-delete") != (e.Verb == "delete") || e.Code < 200 || e.Code > 299 {
+				t.Errorf("churn evidence %+v", e)
+			}
+		}
+		if linked != len(w.ChurnAfter) {
+			t.Errorf("%d churn events in the evidence, want %d", linked, len(w.ChurnAfter))
+		}
+		if len(advanced) == 0 {
+			t.Errorf("no evidence that %s advanced past %s", w.Resource, w.ResourceVersion)
+		}
+		for _, e := range advanced {
+			if c, _ := strconv.ParseUint(e.ResourceVersion, 10, 64); c <= mustUint(t, w.ResourceVersion) {
+				t.Errorf("rv-advanced evidence at %s, not past %s", e.ResourceVersion, w.ResourceVersion)
+			}
+		}
+		if f.FirstSeen.After(f.LastSeen) {
+			t.Errorf("first seen %s after last seen %s", f.FirstSeen, f.LastSeen)
+		}
+		for _, s := range append([]string{w.ResourceVersion, "58547"}, w.Objects...) {
+			if !strings.Contains(f.Summary+f.Remediation, s) {
+				t.Errorf("summary and remediation do not mention %q", s)
+			}
+		}
+	}
+}
+
+func mustUint(t *testing.T, s string) uint64 {
+	t.Helper()
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// checkRegressions holds watch-rv-regression findings to the truth.
+func checkRegressions(t *testing.T, want []scenario.Regression, got []detect.Finding) {
+	t.Helper()
+	key := func(user, agent, ip, res, ns, rv string) string {
+		return strings.Join([]string{user, agent, ip, res, ns, rv}, "|")
+	}
+	wantBy := map[string]scenario.Regression{}
+	for _, w := range want {
+		wantBy[key(w.Client.User, w.Client.UserAgent, w.Client.SourceIP, w.Resource, w.Namespace, w.ResourceVersion)] = w
+	}
+	seen := map[string]bool{}
+	for _, f := range got {
+		s := f.Subjects
+		k := key(s.User, s.UserAgent, s.SourceIP, s.Resource, s.Namespace, s.ResourceVersion)
+		w, ok := wantBy[k]
+		if !ok {
+			t.Errorf("unexpected regression finding: %s (%s)", f.Title, s.SourceIP)
+			continue
+		}
+		seen[k] = true
+		if s.PreviousResourceVersion != w.Previous {
+			t.Errorf("%s: previous resourceVersion %s, want %s", f.Title, s.PreviousResourceVersion, w.Previous)
+		}
+		if f.Detector != detect.RegressionName || f.Severity != detect.Warning {
+			t.Errorf("%s: detector %s severity %s", f.Title, f.Detector, f.Severity)
+		}
+		regressed, before := 0, 0
+		for _, e := range f.Evidence {
+			switch e.Role {
+			case detect.RoleRegressedWatch:
+				regressed++
+				if e.ResourceVersion != s.ResourceVersion {
+					t.Errorf("regressed watch evidence from %s", e.ResourceVersion)
+				}
+			case detect.RoleHighWatch:
+				before++
+				if e.ResourceVersion != w.Previous || e.Verb != "watch" {
+					t.Errorf("watch-before evidence %+v, want a watch from %s", e, w.Previous)
+				}
+			}
+		}
+		if before != 1 || regressed != s.WatchRestarts || regressed == 0 {
+			t.Errorf("%s: %d watch-before and %d regressed watches (watch_restarts %d)", f.Title, before, regressed, s.WatchRestarts)
+		}
+	}
+	for k := range wantBy {
+		if !seen[k] {
+			t.Errorf("no regression finding for %s", k)
+		}
+	}
+}
+
+// TestWatchLoopConditionsDecide shows that each silent scenario is silent
+// for the reason it was written for: lifting that one condition makes the
+// detector fire.
+func TestWatchLoopConditionsDecide(t *testing.T) {
+	st := engine(t)
+	for _, tc := range []struct {
+		name     string
+		scenario string
+		cfg      detect.WatchLoopConfig
+		// extra adds events to the imported trace.
+		extra    func(tr scenario.Trace, cluster string) []store.Row
+		wantUser string // "" for no finding
+		// wantObject must be among the objects of wantUser's finding.
+		wantObject string
+	}{
+		{name: "pairs of deleted and re-created Services are explained", scenario: "user-recreates-service",
+			cfg: detect.WatchLoopConfig{OwnerResource: "configmaps"}, wantUser: "system:serviceaccount:ops:svc-exporter"},
+		{name: "a resourceVersion nobody moved past is not stale", scenario: "static-rv-not-advanced",
+			extra: func(tr scenario.Trace, cluster string) []store.Row {
+				// An admin's list shows Services at a newer resourceVersion.
+				at := tr.Start.Add(tr.End.Sub(tr.Start) / 2)
+				return []store.Row{{Cluster: cluster, AuditID: "extra-list", Stage: "ResponseComplete", Level: "RequestResponse",
+					Verb: "list", RequestURI: "/api/v1/services?limit=500", Time: at, ReceivedAt: at, User: "admin",
+					UserAgent: "kubectl/v1.10.13", Resource: "services", APIVersion: "v1", Code: 200, ResponseRV: "99999999",
+					Raw: []byte(`{"auditID":"extra-list"}`)}}
+			},
+			wantUser: "system:kube-controller-manager"},
+		{name: "a user's re-created Service is no object of the loop", scenario: "incident-with-user-recreate",
+			cfg: detect.WatchLoopConfig{OwnerResource: "configmaps"}, wantUser: "system:kube-controller-manager", wantObject: "web/shop"},
+		{name: "churn long after a restart does not follow it", scenario: "seed-incident",
+			cfg: detect.WatchLoopConfig{FollowWithin: 150 * time.Millisecond}},
+		{name: "three restarts make a static resourceVersion", scenario: "seed-incident",
+			cfg: detect.WatchLoopConfig{MinRestarts: 30}},
+	} {
+		for _, scale := range scenario.Scales {
+			t.Run(tc.name+"/"+scale.Name, func(t *testing.T) {
+				sc, _ := scenario.ByName(tc.scenario)
+				tr := sc.Generate(scale, scenario.Start, 1)
+				cluster := "decide-" + strings.ReplaceAll(tc.name, " ", "-") + "-" + scale.Name
+				w := span(importTrace(t, st, tr, cluster), cluster)
+				if tc.extra != nil {
+					if err := st.Insert(context.Background(), tc.extra(tr, cluster)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := evaluate(t, detect.NewWatchLoop(tc.cfg), st, w)
+				if tc.wantUser == "" {
+					if len(got) != 0 {
+						t.Errorf("found %s", got[0].Title)
+					}
+					return
+				}
+				i := slices.IndexFunc(got, func(f detect.Finding) bool { return f.Subjects.User == tc.wantUser })
+				if i < 0 {
+					t.Fatalf("no finding for %s among %d", tc.wantUser, len(got))
+				}
+				if objs := objectNames(got[i]); tc.wantObject != "" && !slices.Contains(objs, tc.wantObject) {
+					t.Errorf("objects %v lack %s", objs, tc.wantObject)
+				}
+			})
+		}
+	}
+}
+
+// TestSeedIncidentGolden pins the findings of the seed incident (the
+// compressed trace) as the API and `scan --format json` show them.
+func TestSeedIncidentGolden(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("seed-incident")
+	tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+	w := span(importTrace(t, st, tr, "golden"), "golden")
+	var all []detect.Finding
+	for _, d := range detect.Default() {
+		all = append(all, evaluate(t, d, st, w)...)
+	}
+	detect.SortFindings(all)
+	var buf bytes.Buffer
+	if err := detect.Render(&buf, "json", all); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "seed-incident.golden.json")
+	if updating() {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+	}
+}

@@ -1,0 +1,232 @@
+package detect
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// Queries and types shared by the watch detectors.
+
+// client identifies one reflector: who (user, user agent, source address)
+// watches what (resource, namespace, selectors). Several instances of one
+// program, such as kube-proxy on every node, share a user and user agent
+// but not an address.
+type client struct {
+	Cluster       string `json:"cluster"`
+	User          string `json:"user"`
+	UserAgent     string `json:"user_agent"`
+	SourceIP      string `json:"source_ip"`
+	APIGroup      string `json:"api_group"`
+	Resource      string `json:"resource"`
+	Namespace     string `json:"namespace"`
+	LabelSelector string `json:"label_selector"`
+	FieldSelector string `json:"field_selector"`
+}
+
+// watchStart is one watch request, counted once whatever stages of it the
+// audit log holds.
+type watchStart struct {
+	AuditID string
+	Stage   string // the earliest stage stored
+	Time    time.Time
+	URI     string
+	Code    int32
+}
+
+func (w watchStart) evidence(c client, rv, role string) Evidence {
+	return Evidence{
+		AuditID: w.AuditID, Stage: w.Stage, Time: w.Time, Verb: "watch", Resource: c.Resource,
+		Namespace: c.Namespace, User: c.User, RequestURI: w.URI, Code: w.Code,
+		Role: role, ResourceVersion: rv,
+	}
+}
+
+// watchStartsSQL selects the watches in a window, one row per watch
+// (audit ID): the request's stages are grouped, its start is the request
+// received time (stageTimestamp of RequestReceived, or the
+// requestReceivedTimestamp every stage carries, so a watch whose
+// RequestReceived stage the policy omitted still counts once). The outer
+// query groups the watches by client and requested resourceVersion.
+//
+// Aliases differ from column names: ClickHouse resolves aliases in WHERE.
+// Grouping by audit ID collapses duplicate rows as FINAL would, so the
+// query reads without it.
+const watchStartsSQL = `SELECT cluster, w_user AS user, w_user_agent AS user_agent, w_source_ip AS source_ip,
+       w_api_group AS api_group, w_resource AS resource, w_namespace AS namespace,
+       w_label_selector AS label_selector, w_field_selector AS field_selector, w_rv AS rv,
+       groupArray(audit_id) AS ids, groupArray(w_start) AS starts, groupArray(w_stage) AS stages,
+       groupArray(w_uri) AS uris, groupArray(w_code) AS codes
+FROM (
+    SELECT cluster, audit_id,
+           any(user) AS w_user, any(user_agent) AS w_user_agent, any(source_ip) AS w_source_ip,
+           any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
+           any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
+           min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
+           argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code
+    FROM audit_events
+    WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
+      AND req_rv != '' AND req_rv != '0'
+    GROUP BY cluster, audit_id
+)
+GROUP BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, rv
+HAVING count() >= {min_watches:UInt32} AND max(w_start) - min(w_start) >= {min_span:Int64}`
+
+type watchGroupRow struct {
+	client
+	RV     string   `json:"rv"`
+	IDs    []string `json:"ids"`
+	Starts []int64  `json:"starts"`
+	Stages []string `json:"stages"`
+	URIs   []string `json:"uris"`
+	Codes  []int32  `json:"codes"`
+}
+
+// watchGroup is the watches of one client from one resourceVersion, by
+// time.
+type watchGroup struct {
+	client
+	RV      string
+	Watches []watchStart
+}
+
+// selectWatchGroups returns the groups of at least minWatches watches of
+// resources from one resourceVersion ("" and "0", which mean "any", are
+// left out) whose starts span at least minSpan: minWatches restarts at
+// least spacing apart span (minWatches-1)*spacing, so groups that cannot
+// hold them (a burst of retries) are left in the engine.
+func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minWatches int, spacing time.Duration) ([]watchGroup, error) {
+	p := store.Params{"resources": arrayParam(resources), "min_watches": itoa(minWatches),
+		"min_span": strconv.FormatInt(int64(max(minWatches-1, 0))*spacing.Microseconds(), 10)}
+	sql := strings.Replace(watchStartsSQL, "%WINDOW%", windowParams(w, p), 1)
+	var out []watchGroup
+	err := selectRows(ctx, q, "watch starts", sql, p, func(r watchGroupRow) error {
+		g := watchGroup{client: r.client, RV: r.RV}
+		for i := range r.IDs {
+			g.Watches = append(g.Watches, watchStart{AuditID: r.IDs[i], Stage: at(r.Stages, i),
+				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i)})
+		}
+		slices.SortFunc(g.Watches, func(a, b watchStart) int {
+			if c := a.Time.Compare(b.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(a.AuditID, b.AuditID)
+		})
+		out = append(out, g)
+		return nil
+	})
+	// Deterministic order, whatever order the engine grouped in.
+	slices.SortFunc(out, func(a, b watchGroup) int { return compareClientRV(a.client, a.RV, b.client, b.RV) })
+	return out, err
+}
+
+func compareClientRV(a client, arv string, b client, brv string) int {
+	for _, pair := range [][2]string{{a.Cluster, b.Cluster}, {a.User, b.User}, {a.UserAgent, b.UserAgent},
+		{a.SourceIP, b.SourceIP}, {a.APIGroup, b.APIGroup}, {a.Resource, b.Resource}, {a.Namespace, b.Namespace},
+		{a.LabelSelector, b.LabelSelector}, {a.FieldSelector, b.FieldSelector}, {arv, brv}} {
+		if c := strings.Compare(pair[0], pair[1]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// bursts splits watch times (sorted) into restarts: a watch started less
+// than spacing after the one before is a quick retry of it, not a new
+// restart. It returns the burst index of each time.
+func bursts(times []time.Time, spacing time.Duration) (ids []int, n int) {
+	ids = make([]int, len(times))
+	for i, t := range times {
+		if i > 0 && t.Sub(times[i-1]) >= spacing {
+			n++
+		}
+		ids[i] = n
+	}
+	if len(times) > 0 {
+		n++
+	}
+	return ids, n
+}
+
+// eventRow is the key fields of one stored event.
+type eventRow struct {
+	Cluster string `json:"cluster"`
+	AuditID string `json:"audit_id"`
+	Stage   string `json:"stage"`
+	TS      int64  `json:"t"`
+	// Received is when the request was made (requestReceivedTimestamp).
+	Received   int64  `json:"received"`
+	Verb       string `json:"verb"`
+	Resource   string `json:"resource"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	User       string `json:"user"`
+	UserAgent  string `json:"user_agent"`
+	SourceIP   string `json:"source_ip"`
+	RequestURI string `json:"request_uri"`
+	Code       int32  `json:"code"`
+	ReqRV      string `json:"req_rv"`
+	ResponseRV string `json:"response_rv"`
+	ObjectRV   string `json:"object_rv"`
+}
+
+const eventColumns = `cluster, audit_id, stage, toUnixTimestamp64Micro(ts) AS t, toUnixTimestamp64Micro(received_at) AS received, verb, resource, namespace, name, user,
+       user_agent, source_ip, request_uri, code, req_rv, response_rv, object_rv`
+
+// evidence describes the event as evidence. Its time is when the request
+// was made, as for watches (a watch's stages can be minutes apart).
+func (e eventRow) evidence(role, rv string) Evidence {
+	t := e.TS
+	if e.Received > 0 && e.Received < t {
+		t = e.Received
+	}
+	return Evidence{AuditID: e.AuditID, Stage: e.Stage, Time: micros(t), Verb: e.Verb, Resource: e.Resource,
+		Namespace: e.Namespace, Name: e.Name, User: e.User, RequestURI: e.RequestURI, Code: e.Code,
+		Role: role, ResourceVersion: rv}
+}
+
+// selectEvents returns the stored stages of the given audit IDs in one
+// cluster and window, by audit ID.
+func selectEvents(ctx context.Context, q Querier, w Window, cluster string, ids []string) (map[string][]eventRow, error) {
+	out := map[string][]eventRow{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	p := store.Params{"cluster": stringParam(cluster), "ids": arrayParam(ids)}
+	ww := w
+	ww.Clusters = nil
+	sql := "SELECT " + eventColumns + "\nFROM audit_events FINAL\nWHERE " + windowParams(ww, p) +
+		" AND cluster = {cluster:String} AND audit_id IN {ids:Array(String)}\nORDER BY ts, stage"
+	err := selectRows(ctx, q, "evidence events", sql, p, func(r eventRow) error {
+		out[r.AuditID] = append(out[r.AuditID], r)
+		return nil
+	})
+	return out, err
+}
+
+// firstStage returns the earliest stored stage of a request, when it was
+// made, with the response code of whichever stage has one.
+func firstStage(rows []eventRow) (eventRow, bool) {
+	if len(rows) == 0 {
+		return eventRow{}, false
+	}
+	r := rows[0]
+	for _, o := range rows[1:] {
+		r.Code = max(r.Code, o.Code)
+	}
+	return r, true
+}
+
+func at[T any](s []T, i int) T {
+	var zero T
+	if i < len(s) {
+		return s[i]
+	}
+	return zero
+}
+
+func itoa(n int) string { return strconv.Itoa(max(n, 0)) }
