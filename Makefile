@@ -80,7 +80,7 @@ bench-import: chdb build
 ## bench-webhook: webhook events/s end to end (4 clients posting 400-event
 ## batches to serve) beside the decode-only rate of the same bodies
 bench-webhook: chdb
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 3x ./cmd/auditlens/
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 10x ./cmd/auditlens/
 
 clean:
 	rm -rf bin

@@ -18,26 +18,11 @@ func arrayParam(vals []string) string { return store.StringArrayParam(vals) }
 
 // DateTime64's range: times outside it are clamped.
 var (
-	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	minTime = store.MinTime
+	maxTime = store.MaxTime
 )
 
-// timeParam renders a DateTime64(6, 'UTC') parameter value, rounded up to
-// the microsecond (the columns' precision), so that ts >= t and ts < t
-// mean the same for t and its rounded value.
-func timeParam(t time.Time) string {
-	t = t.UTC()
-	if r := t.Truncate(time.Microsecond); r.Before(t) {
-		t = r.Add(time.Microsecond)
-	}
-	if t.Before(minTime) {
-		t = minTime
-	}
-	if t.After(maxTime) {
-		t = maxTime
-	}
-	return t.Format("2006-01-02 15:04:05.000000")
-}
+func timeParam(t time.Time) string { return store.TimeParam(t) }
 
 // windowParams binds the window as {since}, {until} and, when it names
 // clusters, {clusters}; the returned condition uses them.

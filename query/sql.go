@@ -11,8 +11,8 @@ import (
 // DateTime64's range; times outside it are clamped so that the engine
 // never has to parse a value it cannot represent.
 var (
-	minTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	minTime = store.MinTime
+	maxTime = store.MaxTime
 )
 
 // SQL compiles f to a SELECT of columns from audit_events FINAL, ordered
@@ -108,22 +108,7 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 	return b.String(), p
 }
 
-// formatTime renders t for a DateTime64(6, 'UTC') parameter, rounded up to
-// the next microsecond: column values have microsecond precision, so
-// ts >= t and ts < t hold exactly when they hold for the rounded value.
-func formatTime(t time.Time) string {
-	t = t.UTC()
-	if r := t.Truncate(time.Microsecond); r.Before(t) {
-		t = r.Add(time.Microsecond)
-	}
-	if t.Before(minTime) {
-		t = minTime
-	}
-	if t.After(maxTime) {
-		t = maxTime
-	}
-	return t.Format("2006-01-02 15:04:05.000000")
-}
+func formatTime(t time.Time) string { return store.TimeParam(t) }
 
 // formatStringArray renders an Array(String) parameter.
 func formatStringArray(vals []string) string { return store.StringArrayParam(vals) }

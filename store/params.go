@@ -44,8 +44,26 @@ func StringArrayParam(vals []string) string {
 	return b.String()
 }
 
-// TimeParam renders t for a {name:DateTime64(6, 'UTC')} parameter,
-// truncated to microseconds.
+// MinTime and MaxTime bound what a DateTime64(6) column holds.
+var (
+	MinTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxTime = time.Date(2299, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+// TimeParam renders t for a {name:DateTime64(6, 'UTC')} parameter, rounded
+// up to the microsecond (the columns' precision, so ts >= t and ts < t hold
+// exactly when they hold for the rounded value) and clamped to the range
+// the type holds.
 func TimeParam(t time.Time) string {
-	return t.UTC().Format("2006-01-02 15:04:05.000000")
+	t = t.UTC()
+	if r := t.Truncate(time.Microsecond); r.Before(t) {
+		t = r.Add(time.Microsecond)
+	}
+	if t.Before(MinTime) {
+		t = MinTime
+	}
+	if t.After(MaxTime) {
+		t = MaxTime
+	}
+	return t.Format("2006-01-02 15:04:05.000000")
 }

@@ -31,7 +31,7 @@ func benchBodies(b *testing.B, n int) [][]byte {
 // events/s until every event is in the store. The baseline, in the same
 // run, decodes the same bodies in-process without storing them.
 //
-//	go test -run '^$' -bench WebhookEndToEnd -benchtime 3x ./cmd/auditlens/
+//	go test -run '^$' -bench WebhookEndToEnd -benchtime 10x ./cmd/auditlens/
 func BenchmarkWebhookEndToEnd(b *testing.B) {
 	const batches = 250 // 100k events per iteration
 	bodies := benchBodies(b, batches)
