@@ -794,14 +794,23 @@ func mustJSON(v any) []byte {
 }
 
 // uuid returns a random version 4 UUID.
-func (g *Gen) uuid() string {
-	hi, lo := g.rng.Uint64(), g.rng.Uint64()
+func (g *Gen) uuid() string { return UUID(g.rng) }
+
+// stableUID returns the same UUID-shaped string for the same key.
+func (g *Gen) stableUID(key string) string { return StableUID(key) }
+
+// suffix returns a pod-name-like random suffix.
+func (g *Gen) suffix() string { return NameSuffix(g.rng) }
+
+// UUID returns a random version 4 UUID drawn from rng.
+func UUID(rng *rand.Rand) string {
+	hi, lo := rng.Uint64(), rng.Uint64()
 	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
 		hi>>32, (hi>>16)&0xffff, hi&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
 }
 
-// stableUID returns the same UUID-shaped string for the same key.
-func (g *Gen) stableUID(key string) string {
+// StableUID returns a UUID-shaped string that depends only on key.
+func StableUID(key string) string {
 	var h uint64 = 14695981039346656037
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint64(key[i])) * 1099511628211
@@ -811,12 +820,12 @@ func (g *Gen) stableUID(key string) string {
 		h>>32, (h>>16)&0xffff, h&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
 }
 
-// suffix returns a pod-name-like random suffix.
-func (g *Gen) suffix() string {
+// NameSuffix returns a random suffix like those of generated pod names.
+func NameSuffix(rng *rand.Rand) string {
 	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
 	var b [5]byte
 	for i := range b {
-		b[i] = alphabet[g.rng.IntN(len(alphabet))]
+		b[i] = alphabet[rng.IntN(len(alphabet))]
 	}
 	return string(b[:])
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
+	"github.com/auditlens/auditlens/internal/auditgen"
 )
 
 // sim is a small model of a cluster's API traffic as its apiserver audits
@@ -487,31 +489,12 @@ func unknown(raw []byte) *runtime.Unknown {
 }
 
 // uuid returns a random version 4 UUID.
-func (s *sim) uuid() string {
-	hi, lo := s.rng.Uint64(), s.rng.Uint64()
-	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
-		hi>>32, (hi>>16)&0xffff, hi&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
-}
+func (s *sim) uuid() string { return auditgen.UUID(s.rng) }
 
 // uid returns a UUID-shaped string that depends only on key.
-func (s *sim) uid(key string) string {
-	var h uint64 = 14695981039346656037
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * 1099511628211
-	}
-	lo := h * 0x9e3779b97f4a7c15
-	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
-		h>>32, (h>>16)&0xffff, h&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
-}
+func (s *sim) uid(key string) string { return auditgen.StableUID(key) }
 
-func (s *sim) suffix() string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
-	var b [5]byte
-	for i := range b {
-		b[i] = alphabet[s.rng.IntN(len(alphabet))]
-	}
-	return string(b[:])
-}
+func (s *sim) suffix() string { return auditgen.NameSuffix(s.rng) }
 
 // sortEvents orders the events as the log backend writes them: by stage
 // time.
