@@ -16,12 +16,6 @@ import (
 func stringParam(s string) string     { return store.StringParam(s) }
 func arrayParam(vals []string) string { return store.StringArrayParam(vals) }
 
-// DateTime64's range: times outside it are clamped.
-var (
-	minTime = store.MinTime
-	maxTime = store.MaxTime
-)
-
 func timeParam(t time.Time) string { return store.TimeParam(t) }
 
 // windowParams binds the window as {since}, {until} and, when it names
