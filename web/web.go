@@ -30,6 +30,8 @@ type Config struct {
 	Store query.Selecter
 	// Findings serves /api/v1/findings; nil turns it off.
 	Findings FindingsSource
+	// Reports serves /api/v1/reports; nil turns it off.
+	Reports ReportsSource
 	// Gatherer serves /metrics; nil serves the default registry.
 	Gatherer prometheus.Gatherer
 	// QueryLimits bound jq programs run by /api/v1/events.
@@ -92,6 +94,10 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.Findings != nil {
 		api.GET("/findings", s.findings)
 		api.GET("/findings/:id", s.finding)
+	}
+	if cfg.Reports != nil {
+		api.GET("/reports", s.reports)
+		api.GET("/reports/:id", s.report)
 	}
 	if cfg.Store != nil {
 		api.GET("/events", s.events)
@@ -206,6 +212,7 @@ pre{background:#f4f4f4;padding:1rem;overflow:auto}</style></head>
 <ul>
 <li><code>POST /audit/{cluster}</code> — kube-apiserver audit webhook</li>
 <li><a href="/api/v1/events?since=15m&amp;limit=50"><code>GET /api/v1/events</code></a> — events as NDJSON (filters, <code>jq=</code>)</li>
+<li><a href="/api/v1/reports"><code>GET /api/v1/reports</code></a> — stored reports (<code>/api/v1/reports/{id}?format=html</code> shows one)</li>
 <li><a href="/metrics"><code>GET /metrics</code></a> — Prometheus metrics</li>
 </ul>
 {{if .}}<h2>Point a kube-apiserver here</h2><pre>{{.}}</pre>{{end}}

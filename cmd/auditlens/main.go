@@ -30,6 +30,7 @@ var commands = []command{
 	{"import", "load audit log files (plain, .gz, directories) into the store", runImport},
 	{"query", "print stored events matching filters, optionally through jq", runQuery},
 	{"detect", "run the detectors over stored events and print their findings", runDetect},
+	{"report", "build a report of findings, volume, top talkers and feed health over a window", runReport},
 	{"scan", "import audit log files into a throwaway store and print what the detectors find", runScan},
 	{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 	{"gen", "write a realistic synthetic audit log (demo data, benchmarks)", runGen},

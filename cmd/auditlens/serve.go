@@ -21,6 +21,7 @@ import (
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/query"
+	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/web"
 )
 
@@ -43,6 +44,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
+		reportsConfig = fs.String("config", "", "reports configuration file (YAML): scheduled reports and their outputs (see README, Reports)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
 	)
@@ -55,6 +57,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	reports, err := loadReports(*reportsConfig)
 	if err != nil {
 		return err
 	}
@@ -115,6 +121,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopDetect() // before st.Close: deferred calls run last first
+	stopReports, err := startReports(st, reports, log)
+	if err != nil {
+		return err
+	}
+	defer stopReports()
 
 	sp, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: filepath.Join(*dataDir, "spool"), Logger: log})
 	if err != nil {
@@ -153,6 +164,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}),
 		Store:           st,
 		Findings:        detect.NewRepository(st, nil),
+		Reports:         report.NewRepository(st),
 		Gatherer:        reg,
 		QueryLimits:     query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut, Worker: &query.ProcessRunner{Args: jqWorkerArgs}},
 		QueryTimeout:    *queryTimeout,
