@@ -14,24 +14,9 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/internal/auditgen"
-	"github.com/auditlens/auditlens/migrations"
+	"github.com/auditlens/auditlens/internal/storetest"
 	"github.com/auditlens/auditlens/store"
 )
-
-// openStore opens a fresh embedded store with the schema applied.
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	ctx := context.Background()
-	st, err := store.Open(ctx, "chdb://"+t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 func countEvents(t *testing.T, st store.Store, cluster string) int {
 	t.Helper()
@@ -51,7 +36,7 @@ func countEvents(t *testing.T, st store.Store, cluster string) int {
 // gzipped log and EventList lines in a directory, plus a broken line and a
 // malformed event, then imports everything again.
 func TestImportFormatsAndReimport(t *testing.T) {
-	st := openStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 
@@ -152,7 +137,7 @@ func (f *flakyStore) Insert(ctx context.Context, rows []store.Row) error {
 // is failing and checks they are all stored once it comes back, and that
 // the checkpoint only moves after they are.
 func TestRunSpoolRetriesUnreachableStore(t *testing.T) {
-	st := &flakyStore{Store: openStore(t)}
+	st := &flakyStore{Store: storetest.Open(t)}
 	st.failures.Store(3)
 	sp, err := OpenSpool(SpoolConfig{Dir: t.TempDir()})
 	if err != nil {

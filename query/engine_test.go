@@ -14,27 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/migrations"
+	"github.com/auditlens/auditlens/internal/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 
 func TestEventsOnEmbeddedEngine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the embedded engine")
-	}
 	ctx := t.Context()
-	st, err := store.Open(ctx, "chdb://"+t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatalf("opening the embedded engine: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := st.Close(); err != nil {
-			t.Errorf("closing the engine: %v", err)
-		}
-	})
-	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-		t.Fatalf("creating the schema: %v", err)
-	}
+	st := storetest.Open(t)
 
 	t0 := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	const hostileName = `'; DROP TABLE audit_events; --`

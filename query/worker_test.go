@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 // workerEnv makes the test binary a jq worker: tests point a
@@ -49,37 +50,10 @@ func workerEnviron() []string {
 // documentation, needs three times as long to build its value.
 const crashProgram = `reduce range(1e6) as $i (null; [.]) | tojson`
 
-// children returns the PIDs of this process's children, exited ones that
-// were not waited for included. It skips the test where /proc is not.
-func children(t *testing.T) []int {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("lists child processes through /proc")
-	}
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // it exited
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(os.Getpid()) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
 // checkNoChildren fails the test if a worker outlived its query.
 func checkNoChildren(t *testing.T) {
 	t.Helper()
-	if pids := children(t); len(pids) > 0 {
+	if pids := proctest.Children(t, os.Getpid()); len(pids) > 0 {
 		t.Errorf("child processes left behind: %v", pids)
 	}
 }

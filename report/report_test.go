@@ -15,7 +15,7 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/migrations"
+	"github.com/auditlens/auditlens/internal/storetest"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
 )
@@ -28,23 +28,6 @@ const hostile = "mallory<script>alert(1)</script>|*_`[x](http://evil.example/)"
 
 // now is the fake clock: the report window is [2026-03-01 12:00, 2026-03-02 12:00).
 var now = time.Date(2026, 3, 2, 12, 0, 30, 0, time.UTC)
-
-func openStore(t *testing.T) store.Store {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("starts the embedded engine")
-	}
-	ctx := context.Background()
-	st, err := store.Open(ctx, "chdb://"+t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
 
 // events returns a small day of traffic: cluster prod sends every 5
 // minutes all day; cluster staging goes silent from 18:00 to 20:30 and
@@ -95,7 +78,7 @@ func finding(id, det string, sev detect.Severity, first, last time.Time) detect.
 // fixture fills a store with events, findings and a previous report.
 func fixture(t *testing.T) (store.Store, *detect.Repository) {
 	t.Helper()
-	st := openStore(t)
+	st := storetest.Open(t)
 	ctx := context.Background()
 	if _, err := ingest.NewWriter(st, ingest.WriterConfig{}).Write(ctx, events()); err != nil {
 		t.Fatal(err)

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/migrations"
-	"github.com/auditlens/auditlens/store"
+	"github.com/auditlens/auditlens/internal/storetest"
 )
 
 // manualClock is a fake clock moved by the test. Each After call is
@@ -64,19 +63,9 @@ func (c *manualClock) Advance(d time.Duration) {
 // at its time, a webhook that fails first gets a retry after the backoff,
 // and each delivery is recorded in the stored report.
 func TestScheduler(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the embedded engine")
-	}
+	st := storetest.Open(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, "chdb://"+t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-		t.Fatal(err)
-	}
 
 	var mu sync.Mutex
 	posts, failFirst := 0, true

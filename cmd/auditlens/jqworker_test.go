@@ -3,12 +3,10 @@ package main
 import (
 	"bytes"
 	"net/url"
-	"os"
-	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 // TestServeJQCrash sends serve a jq program that overflows the stack, the
@@ -30,36 +28,10 @@ func TestServeJQCrash(t *testing.T) {
 	if _, got := s.get("/api/v1/events?cluster=prod&jq=.auditID"); strings.Join(got, ",") != `"a1"` {
 		t.Errorf("the query after the crash: %q", got)
 	}
-	if pids := childrenOf(t, s.cmd.Process.Pid); len(pids) > 0 {
+	if pids := proctest.Children(t, s.cmd.Process.Pid); len(pids) > 0 {
 		t.Errorf("jq workers left behind: %v", pids)
 	}
 	s.stop()
-}
-
-// childrenOf returns the PIDs of pid's child processes.
-func childrenOf(t *testing.T, pid int) []int {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		t.Skip("lists child processes through /proc")
-	}
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pids []int
-	for _, p := range stats {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue // it exited
-		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			pids = append(pids, child)
-		}
-	}
-	return pids
 }
 
 func TestJQWorkerHidden(t *testing.T) {
