@@ -222,35 +222,46 @@ func capMemory(limit int64, flush func()) (undo func()) {
 	}
 	prev := debug.SetMemoryLimit(read(1) + limit)
 	base := read(0)
+	stop := every(heapCheckInterval, func() {
+		if hard := hardMemoryCap(limit); read(0)-base > hard {
+			// Hand over the outputs so far, unless that blocks.
+			flushed := make(chan struct{})
+			go func() { flush(); close(flushed) }()
+			select {
+			case <-flushed:
+			case <-time.After(100 * time.Millisecond):
+			}
+			fmt.Fprintf(os.Stderr, "jq worker: the heap grew by more than %s (Limits.MaxMemory is %s) and the program did not stop\n", formatBytes(hard), formatBytes(limit))
+			os.Exit(exitMemory)
+		}
+	})
+	return func() {
+		stop()
+		debug.SetMemoryLimit(prev)
+	}
+}
+
+// every calls fn every d on its own goroutine until the function it
+// returns is called; that function waits for a call in progress to end.
+func every(d time.Duration, fn func()) (stop func()) {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		tick := time.NewTicker(heapCheckInterval)
+		tick := time.NewTicker(d)
 		defer tick.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-			}
-			if hard := hardMemoryCap(limit); read(0)-base > hard {
-				// Hand over the outputs so far, unless that blocks.
-				flushed := make(chan struct{})
-				go func() { flush(); close(flushed) }()
-				select {
-				case <-flushed:
-				case <-time.After(100 * time.Millisecond):
-				}
-				fmt.Fprintf(os.Stderr, "jq worker: the heap grew by more than %s (Limits.MaxMemory is %s) and the program did not stop\n", formatBytes(hard), formatBytes(limit))
-				os.Exit(exitMemory)
+				fn()
 			}
 		}
 	}()
 	return func() {
 		close(done)
 		<-stopped
-		debug.SetMemoryLimit(prev)
 	}
 }
 
@@ -308,25 +319,7 @@ func (fw *frameWriter) error() error {
 
 // flushEvery flushes fw every d until the function it returns is called.
 func (fw *frameWriter) flushEvery(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				fw.flush()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-stopped
-	}
+	return every(d, func() { _ = fw.flush() })
 }
 
 // readFrameHeader reads a frame's type and payload length, at most max.
