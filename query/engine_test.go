@@ -60,7 +60,7 @@ func TestEventsOnEmbeddedEngine(t *testing.T) {
 		t.Fatalf("inserting: %v", err)
 	}
 	// A retried webhook batch: the same (cluster, audit ID, stage) again, in
-	// another part. FINAL must return it once.
+	// another part. Events must return it once.
 	if err := st.Insert(ctx, []store.Row{rows[2], rows[0]}); err != nil {
 		t.Fatalf("inserting again: %v", err)
 	}

@@ -90,11 +90,21 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	var (
 		rows rowReader
 		line []byte
-		stop error // why fn stopped the query; the store may wrap it
+		prev eventRow // the key of the previous row, to skip a stored copy
+		stop error    // why fn stopped the query; the store may wrap it
 	)
 	err := st.Select(runCtx, sql, params, func(data []byte) error {
 		if err := rows.read(data); err != nil {
 			stop = fmt.Errorf("decoding a result row: %w", err)
+			return stop
+		}
+		if stats.Matched > 0 && rows.row == prev {
+			return nil // the same event stored twice (see dupSlack)
+		}
+		prev = rows.row
+		if stats.Matched == f.limit() {
+			stats.Truncated = true
+			stop = errHalt // the limit is reached and more events match
 			return stop
 		}
 		stats.Matched++
@@ -137,7 +147,6 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	if ferr := out.flush(); err == nil {
 		err = ferr
 	}
-	stats.Truncated = stats.Matched >= f.limit()
 	return stats, err
 }
 

@@ -15,8 +15,8 @@ var (
 	maxTime = store.MaxTime
 )
 
-// SQL compiles f to a SELECT of columns from audit_events FINAL, ordered
-// and limited as f says. columns is SQL written by the caller, such as
+// SQL compiles f to a SELECT of columns from audit_events, ordered and
+// limited as f says (reading dupSlack rows beyond the limit: see dupSlack). columns is SQL written by the caller, such as
 // "ts, raw"; it must never come from user input.
 //
 // The SQL text depends only on which fields of f are set, never on their
@@ -33,7 +33,30 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 	p := store.Params{}
 	b.WriteString("SELECT ")
 	b.WriteString(columns)
-	b.WriteString("\nFROM audit_events FINAL")
+	b.WriteString("\nFROM audit_events")
+	b.WriteString(f.where(p))
+	if f.Order == Desc {
+		b.WriteString("\nORDER BY ts DESC, audit_id DESC, stage DESC, cluster DESC")
+	} else {
+		b.WriteString("\nORDER BY ts, audit_id, stage, cluster")
+	}
+	b.WriteString("\nLIMIT {limit:UInt32}")
+	p["limit"] = strconv.Itoa(f.limit() + dupSlack)
+	return b.String(), p
+}
+
+// dupSlack is the number of rows a listing reads beyond its limit. A
+// listing does not read with FINAL (over a busy hour FINAL costs several
+// times the query; ClickHouse then merges the whole range instead of
+// reading only the newest rows): a row stored twice (a webhook batch
+// retried across two inserts, rare since the writer looks each batch up
+// first) comes back twice, next to itself in the listing's order, and
+// Events drops the copy. The slack keeps the listing full when it does.
+const dupSlack = 64
+
+// where renders f's conditions as a WHERE clause ("" when f selects
+// everything), adding their values to p.
+func (f Filter) where(p store.Params) string {
 	var conds []string
 	if !f.Since.IsZero() && f.Since.After(minTime) {
 		p["since"] = formatTime(f.Since)
@@ -90,6 +113,7 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 		p["code"] = formatInt32Array(f.Code)
 		conds = append(conds, "code IN {code:Array(Int32)}")
 	}
+	var b strings.Builder
 	for i, c := range conds {
 		if i == 0 {
 			b.WriteString("\nWHERE ")
@@ -98,14 +122,7 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 		}
 		b.WriteString(c)
 	}
-	if f.Order == Desc {
-		b.WriteString("\nORDER BY ts DESC, audit_id DESC, stage DESC, cluster DESC")
-	} else {
-		b.WriteString("\nORDER BY ts, audit_id, stage, cluster")
-	}
-	b.WriteString("\nLIMIT {limit:UInt32}")
-	p["limit"] = strconv.Itoa(f.limit())
-	return b.String(), p
+	return b.String()
 }
 
 func formatTime(t time.Time) string { return store.TimeParam(t) }

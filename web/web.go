@@ -1,6 +1,6 @@
 // Package web serves auditlens over HTTP with gin: the audit webhook
 // (POST /audit/{cluster}), the read API under /api/v1, Prometheus metrics,
-// health checks and the landing page.
+// health checks and the explorer UI (ui.go).
 package web
 
 import (
@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -89,8 +88,9 @@ func NewRouter(cfg Config) http.Handler {
 		}
 		c.String(http.StatusOK, "ok\n")
 	})
-	r.GET("/", s.index)
+	s.routeUI(r)
 	api := r.Group("/api/v1", s.auth)
+	api.GET("/info", s.info)
 	if cfg.Findings != nil {
 		api.GET("/findings", s.findings)
 		api.GET("/findings/:id", s.finding)
@@ -101,6 +101,9 @@ func NewRouter(cfg Config) http.Handler {
 	}
 	if cfg.Store != nil {
 		api.GET("/events", s.events)
+		api.GET("/histogram", s.histogram)
+		api.GET("/values", s.values)
+		api.GET("/objects/history", s.objectHistory)
 	}
 	return r
 }
@@ -201,25 +204,4 @@ func (s *server) events(c *gin.Context) {
 		fmt.Fprintf(bw, "{\"error\":%q}\n", err.Error())
 	}
 	_ = bw.Flush()
-}
-
-var indexTmpl = template.Must(template.New("index").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>auditlens</title>
-<style>body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;line-height:1.5}
-pre{background:#f4f4f4;padding:1rem;overflow:auto}</style></head>
-<body><h1>auditlens</h1>
-<p>Kubernetes audit events in, answers out.</p>
-<ul>
-<li><code>POST /audit/{cluster}</code> — kube-apiserver audit webhook</li>
-<li><a href="/api/v1/events?since=15m&amp;limit=50"><code>GET /api/v1/events</code></a> — events as NDJSON (filters, <code>jq=</code>)</li>
-<li><a href="/api/v1/reports"><code>GET /api/v1/reports</code></a> — stored reports (<code>/api/v1/reports/{id}?format=html</code> shows one)</li>
-<li><a href="/metrics"><code>GET /metrics</code></a> — Prometheus metrics</li>
-</ul>
-{{if .}}<h2>Point a kube-apiserver here</h2><pre>{{.}}</pre>{{end}}
-</body></html>`))
-
-func (s *server) index(c *gin.Context) {
-	c.Header("Content-Type", "text/html; charset=utf-8")
-	c.Status(http.StatusOK)
-	_ = indexTmpl.Execute(c.Writer, s.cfg.Info)
 }
