@@ -46,7 +46,9 @@ type Spec struct {
 	MinSeverity detect.Severity `json:"minSeverity,omitempty"`
 	TopN        int             `json:"top,omitempty"`
 	GapAfter    Duration        `json:"gapAfter,omitempty"`
-	Outputs     Outputs         `json:"outputs"`
+	// FeedLookback: see Config.FeedLookback.
+	FeedLookback Duration `json:"feedLookback,omitempty"`
+	Outputs      Outputs  `json:"outputs"`
 }
 
 // Outputs say where a scheduled report goes. Every report is also stored
@@ -134,5 +136,6 @@ func (s Spec) compile() (job, error) {
 // config is the Build configuration of a spec.
 func (s Spec) config() Config {
 	return Config{Name: s.Name, Window: time.Duration(s.Window), Clusters: s.Clusters, Detectors: s.Detectors,
-		MinSeverity: s.MinSeverity, TopN: s.TopN, GapAfter: time.Duration(s.GapAfter)}
+		MinSeverity: s.MinSeverity, TopN: s.TopN, GapAfter: time.Duration(s.GapAfter),
+		FeedLookback: time.Duration(s.FeedLookback)}
 }

@@ -136,6 +136,9 @@ func renderMarkdown(w *bufio.Writer, r Report) {
 	}
 	for _, f := range r.Feed {
 		p("### %s: %d events\n\n", md(f.Cluster), f.Events)
+		if f.LastEvent != nil {
+			p("**Silent for the whole window**: its last event was at %s.\n\n", stamp(*f.LastEvent))
+		}
 		p("| hour | events |\n|---|---:|\n")
 		for _, h := range f.Hours {
 			p("| %s | %d |\n", stamp(h.Hour), h.Events)

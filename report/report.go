@@ -46,6 +46,11 @@ type Config struct {
 	// GapAfter is the shortest silence of a cluster reported as a gap in
 	// its feed (default 10m). Gaps are measured in whole minutes.
 	GapAfter time.Duration
+	// FeedLookback is how far before the window the feed health looks for
+	// clusters that sent events then and none in the window: a cluster
+	// silent for the whole window is the worst feed problem, and the
+	// window alone cannot show it (default 7 days).
+	FeedLookback time.Duration
 	// End is the end of the window; zero means Now truncated to the minute.
 	End time.Time
 	// Now is the clock that stamps the report (default time.Now).
@@ -64,6 +69,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.GapAfter == 0 {
 		c.GapAfter = 10 * time.Minute
+	}
+	if c.FeedLookback == 0 {
+		c.FeedLookback = 7 * 24 * time.Hour
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -186,6 +194,18 @@ type Feed struct {
 	Events  int64       `json:"events"`
 	Hours   []HourCount `json:"hours"`
 	Gaps    []Gap       `json:"gaps"`
+	// LastEvent is, for a cluster silent for the whole window, the time
+	// of its last event before it (within Config.FeedLookback).
+	LastEvent *time.Time `json:"last_event,omitempty"`
+}
+
+// SilentSince is LastEvent, or the zero time when the cluster sent
+// events in the window.
+func (f Feed) SilentSince() time.Time {
+	if f.LastEvent == nil {
+		return time.Time{}
+	}
+	return *f.LastEvent
 }
 
 // HourCount is the number of events stored for one hour.
@@ -378,13 +398,16 @@ GROUP BY name` + having + ` ORDER BY ` + t.order + ` DESC, name LIMIT {top:UInt3
 	return r.feed(ctx, st, cfg, cond, p)
 }
 
-// feed fills the feed health from per-minute event counts per cluster.
+// feed fills the feed health from per-minute event counts per cluster,
+// and adds the clusters that sent events in the look-back before the
+// window but none in it. It counts stored events without FINAL (a copy
+// of an event, rare, only adds to a minute's count; gaps are unchanged).
 func (r *Report) feed(ctx context.Context, st Store, cfg Config, cond string, p store.Params) error {
 	r.Feed = []Feed{}
 	minutes := map[string][]int64{}
 	counts := map[string]map[int64]int64{}
 	err := selectJSON(ctx, st, "feed health", `SELECT cluster, toUnixTimestamp(toStartOfMinute(ts)) AS m, count() AS n
-FROM audit_events FINAL WHERE `+cond+`
+FROM audit_events WHERE `+cond+`
 GROUP BY cluster, m ORDER BY cluster, m`, p, func(row struct {
 		Cluster string `json:"cluster"`
 		M       int64  `json:"m"`
@@ -400,8 +423,35 @@ GROUP BY cluster, m ORDER BY cluster, m`, p, func(row struct {
 	if err != nil {
 		return err
 	}
+	silent := map[string]time.Time{}
+	lp := store.Params{"from": store.TimeParam(r.WindowStart.Add(-cfg.FeedLookback)), "to": store.TimeParam(r.WindowStart)}
+	lcond := "ts >= {from:DateTime64(6, 'UTC')} AND ts < {to:DateTime64(6, 'UTC')}"
+	if v, ok := p["clusters"]; ok {
+		lp["clusters"] = v
+		lcond += " AND cluster IN {clusters:Array(String)}"
+	}
+	err = selectJSON(ctx, st, "clusters seen before the window", `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS last
+FROM audit_events WHERE `+lcond+`
+GROUP BY cluster`, lp, func(row struct {
+		Cluster string `json:"cluster"`
+		Last    int64  `json:"last"`
+	}) error {
+		if _, ok := minutes[row.Cluster]; !ok {
+			silent[row.Cluster] = time.UnixMicro(row.Last).UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for c := range silent {
+		minutes[c] = nil
+	}
 	for _, c := range slices.Sorted(maps.Keys(minutes)) {
 		f := Feed{Cluster: c, Hours: []HourCount{}, Gaps: []Gap{}}
+		if last, ok := silent[c]; ok {
+			f.LastEvent = &last
+		}
 		hours := map[int64]int64{}
 		for m, n := range counts[c] {
 			hours[m-m%3600] += n

@@ -31,7 +31,8 @@ var now = time.Date(2026, 3, 2, 12, 0, 30, 0, time.UTC)
 
 // events returns a small day of traffic: cluster prod sends every 5
 // minutes all day; cluster staging goes silent from 18:00 to 20:30 and
-// stops at 06:00; a hostile user is refused repeatedly.
+// stops at 06:00; cluster retired sent its last event before the window; a
+// hostile user is refused repeatedly.
 func events() []store.Row {
 	start := now.Truncate(time.Minute).Add(-24 * time.Hour)
 	var rows []store.Row
@@ -62,6 +63,9 @@ func events() []store.Row {
 	}
 	// Outside the window: must not count.
 	add("prod", start.Add(-time.Minute), "delete", "early", "early", 500)
+	// Cluster retired stopped 30 hours before the window: silent for all
+	// of it, its feed must say so.
+	add("retired", start.Add(-30*time.Hour), "list", "old", "old", 200)
 	add("prod", start.Add(24*time.Hour), "delete", "late", "late", 500)
 	return rows
 }
@@ -136,15 +140,23 @@ func TestReport(t *testing.T) {
 		if len(r.TopUsersByRequests) != 4 || r.TopUsersByRequests[0].Requests != 288 {
 			t.Errorf("top users by requests = %+v", r.TopUsersByRequests)
 		}
-		if len(r.Feed) != 2 || r.Feed[1].Cluster != "staging" {
+		if len(r.Feed) != 3 || r.Feed[1].Cluster != "retired" || r.Feed[2].Cluster != "staging" {
 			t.Fatalf("feed = %+v", r.Feed)
 		}
 		start := now.Truncate(time.Minute).Add(-24 * time.Hour)
+		retired := r.Feed[1]
+		if retired.Events != 0 || retired.LastEvent == nil || !retired.LastEvent.Equal(start.Add(-30*time.Hour)) ||
+			fmt.Sprint(retired.Gaps) != fmt.Sprint([]report.Gap{{Start: start, End: start.Add(24 * time.Hour)}}) {
+			t.Errorf("retired feed: %d events, last %v, gaps %v; want silent all window", retired.Events, retired.LastEvent, retired.Gaps)
+		}
+		if r.Feed[0].LastEvent != nil || r.Feed[2].LastEvent != nil {
+			t.Errorf("clusters that sent events in the window have a last_event")
+		}
 		// The last event before the silence is at 17:55:07, the first after at 20:30:07.
 		want := []report.Gap{{Start: start.Add(5*time.Hour + 56*time.Minute), End: start.Add(8*time.Hour + 30*time.Minute)},
 			{Start: start.Add(17*time.Hour + 56*time.Minute), End: start.Add(24 * time.Hour)}}
-		if fmt.Sprint(r.Feed[1].Gaps) != fmt.Sprint(want) {
-			t.Errorf("staging gaps = %v, want %v", r.Feed[1].Gaps, want)
+		if fmt.Sprint(r.Feed[2].Gaps) != fmt.Sprint(want) {
+			t.Errorf("staging gaps = %v, want %v", r.Feed[2].Gaps, want)
 		}
 		if len(r.Feed[0].Gaps) != 0 || r.Feed[0].Events != 2*(288+96+24) || len(r.Feed[0].Hours) != 24 {
 			t.Errorf("prod feed: %d events, %d hours, gaps %v", r.Feed[0].Events, len(r.Feed[0].Hours), r.Feed[0].Gaps)

@@ -20,6 +20,8 @@ type SchedulerConfig struct {
 	// each attempt is bounded by the webhook's Timeout).
 	Client *http.Client
 	Logger *slog.Logger
+	// Metrics, when set, count runs and deliveries.
+	Metrics *Metrics
 }
 
 // Scheduler runs scheduled reports: at each scheduled time it builds the
@@ -128,7 +130,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 func (s *Scheduler) runLogged(ctx context.Context, j job, slot time.Time) {
+	t0 := s.cfg.Clock.Now()
 	r, err := s.RunOnce(ctx, j.spec, slot)
+	now := s.cfg.Clock.Now()
+	s.cfg.Metrics.observe(j.spec.Name, now.Sub(t0), r, err, now)
 	if err != nil {
 		s.cfg.Logger.Error("report run failed", "report", j.spec.Name, "scheduled", slot, "err", err)
 		return

@@ -2,6 +2,8 @@ package report
 
 import (
 	"context"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -90,7 +92,8 @@ func TestScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := &manualClock{now: day(3, 9), waits: make(chan time.Duration)}
-	sch, err := NewScheduler(SchedulerConfig{Store: st, Findings: detect.NewRepository(st, clock.Now), Reports: []Spec{spec}, Clock: clock, Client: srv.Client()})
+	metrics := NewMetrics(prometheus.NewRegistry())
+	sch, err := NewScheduler(SchedulerConfig{Store: st, Findings: detect.NewRepository(st, clock.Now), Reports: []Spec{spec}, Clock: clock, Client: srv.Client(), Metrics: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +154,23 @@ func TestScheduler(t *testing.T) {
 		t.Errorf("%d webhook posts, want 3", posts)
 	}
 	mu.Unlock()
+	// Two runs, each with two files and one webhook (the retried post
+	// counts once, as delivered).
+	for _, m := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{metrics.Runs.WithLabelValues("daily", "ok"), 2},
+		{metrics.Runs.WithLabelValues("daily", "error"), 0},
+		{metrics.Deliveries.WithLabelValues("daily", "file", "ok"), 4},
+		{metrics.Deliveries.WithLabelValues("daily", "webhook", "ok"), 2},
+		{metrics.Deliveries.WithLabelValues("daily", "webhook", "error"), 0},
+		{metrics.LastGood.WithLabelValues("daily"), float64(day(4, 6).Unix())},
+	} {
+		if got := metricValue(t, m.c); got != m.want {
+			t.Errorf("metric %v = %v, want %v", m.c, got, m.want)
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -205,4 +225,19 @@ reports:
 			t.Errorf("LoadFile accepted\n%s", bad)
 		}
 	}
+}
+
+// metricValue reads the value of a counter or gauge.
+func metricValue(t *testing.T, c prometheus.Collector) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 1)
+	c.Collect(ch)
+	var m dto.Metric
+	if err := (<-ch).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
 }

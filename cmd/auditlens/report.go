@@ -11,6 +11,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
@@ -119,12 +121,13 @@ func loadReports(path string) ([]report.Spec, error) {
 
 // startReports runs the scheduled reports in the background; the returned
 // function stops them and waits (call it before closing the store).
-func startReports(st store.Store, specs []report.Spec, log *slog.Logger) (func(), error) {
+func startReports(st store.Store, specs []report.Spec, log *slog.Logger, reg prometheus.Registerer) (func(), error) {
 	if len(specs) == 0 {
 		return func() {}, nil
 	}
 	sch, err := report.NewScheduler(report.SchedulerConfig{
 		Store: st, Findings: detect.NewRepository(st, nil), Reports: specs, Logger: log,
+		Metrics: report.NewMetrics(reg),
 	})
 	if err != nil {
 		return nil, err

@@ -2,10 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/auditlens/auditlens/report"
 )
@@ -100,4 +105,98 @@ func TestServeReportsConfig(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "clickhouse")); err == nil {
 		t.Error("serve opened the store before checking --config")
 	}
+}
+
+// serve --config runs the schedules: a report whose last stored run is
+// days old is caught up at start, written to its directory, posted to its
+// webhook, listed by the API and counted in /metrics.
+func TestServeReportsSchedule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	storeURL := "chdb://" + filepath.Join(data, "clickhouse")
+	old := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Minute)
+	if _, stderr, code := runCLI(t, "report", "--store", storeURL, "--name", "daily", "--until", old.Format(time.RFC3339), "--format", "json"); code != 0 {
+		t.Fatalf("report: exit %d: %s", code, stderr)
+	}
+
+	posts := make(chan []byte, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		posts <- b
+	}))
+	defer hook.Close()
+	out := filepath.Join(dir, "out")
+	cfg := filepath.Join(dir, "reports.yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`reports:
+- name: daily
+  schedule: "0 6 * * *"
+  timeZone: UTC
+  window: 24h
+  outputs:
+    dir: %s
+    formats: [md, json]
+    webhooks:
+    - url: %s/hook
+`, out, hook.URL)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--data", data, "--config", cfg, "--detect=false")
+
+	now := time.Now().UTC()
+	slot := time.Date(now.Year(), now.Month(), now.Day(), 6, 0, 0, 0, time.UTC)
+	if slot.After(now) {
+		slot = slot.Add(-24 * time.Hour)
+	}
+	select {
+	case body := <-posts:
+		var r struct {
+			Name      string    `json:"name"`
+			WindowEnd time.Time `json:"window_end"`
+		}
+		if err := json.Unmarshal(body, &r); err != nil || r.Name != "daily" || !r.WindowEnd.Equal(slot) {
+			t.Fatalf("webhook got %.300s (%v); want the daily report ending %s", body, err, slot)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no report posted\n%s", s.logs.String())
+	}
+	// The files are written before the webhook is posted.
+	stamp := slot.Format("20060102T1504Z")
+	for _, ext := range []string{".md", ".json"} {
+		if _, err := os.Stat(filepath.Join(out, "daily-"+stamp+ext)); err != nil {
+			t.Error(err)
+		}
+	}
+	// Deliveries are recorded by a second save, after the webhook answered.
+	var listed []map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := s.getBody("/api/v1/reports?name=daily")
+		if code != 200 || json.Unmarshal([]byte(body), &listed) != nil {
+			t.Fatalf("GET reports: %d %s", code, body)
+		}
+		_, metrics := s.getBody("/metrics")
+		if len(listed) == 2 && strings.Contains(metrics, `auditlens_report_deliveries_total{kind="webhook",outcome="ok",report="daily"} 1`) {
+			if !strings.Contains(metrics, `auditlens_report_runs_total{outcome="ok",report="daily"} 1`) {
+				t.Errorf("metrics: no successful run counted")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reports listed: %v; metrics:\n%s", listed, grepLines(metrics, "auditlens_report_"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func grepLines(text, substr string) string {
+	var out []string
+	for l := range strings.Lines(text) {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
 }

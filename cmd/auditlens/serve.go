@@ -121,7 +121,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopDetect() // before st.Close: deferred calls run last first
-	stopReports, err := startReports(st, reports, log)
+	stopReports, err := startReports(st, reports, log, reg)
 	if err != nil {
 		return err
 	}
