@@ -33,6 +33,7 @@ var commands = []command{
 	{"report", "build a report of findings, volume, top talkers and feed health over a window", runReport},
 	{"scan", "import audit log files into a throwaway store and print what the detectors find", runScan},
 	{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
+	{"policy", "check that an audit policy lets the detectors see what they read", runPolicy},
 	{"gen", "write a realistic synthetic audit log (demo data, benchmarks)", runGen},
 	{"jq-worker", "", runJQWorker}, // hidden: serve starts it to run API jq programs
 	{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
