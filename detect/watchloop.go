@@ -241,12 +241,20 @@ func iterations(c *candidate) int {
 // stage, and without a status as a success: an explained pair must never
 // be blamed on a loop. An owner created without a recorded name
 // (generateName, or a policy that omits it) explains its whole namespace.
+//
+// The subqueries are GLOBAL: on a cluster audit_events is a Distributed
+// table, and a plain IN would have each shard run the subquery over the
+// whole cluster again (which ClickHouse refuses by default,
+// distributed_product_mode = 'deny'); GLOBAL runs it once on the
+// initiator and sends the (small) set of owner writes to the shards, so
+// the result does not depend on how rows are sharded. On a single node
+// GLOBAL IN is a plain IN.
 const churnSQL = `SELECT ` + eventColumns + `
 FROM audit_events FINAL
 WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
   AND verb IN ('delete', 'create') AND stage = 'ResponseComplete' AND code >= 200 AND code < 300%IGNORED%
-  AND (cluster, namespace, name) NOT IN (SELECT cluster, namespace, name FROM owner_changes)
-  AND (cluster, namespace) NOT IN (SELECT cluster, namespace FROM owner_changes WHERE name = '')
+  AND (cluster, namespace, name) GLOBAL NOT IN (SELECT cluster, namespace, name FROM owner_changes)
+  AND (cluster, namespace) GLOBAL NOT IN (SELECT cluster, namespace FROM owner_changes WHERE name = '')
 ORDER BY cluster, namespace, name, ts, audit_id`
 
 // ownerChangesSQL is the owner writes for churnSQL. DISTINCT makes

@@ -8,6 +8,17 @@
 // cluster: on a cluster, tables become Replicated*MergeTree "_local" tables
 // created ON CLUSTER, each fronted by a Distributed table of the plain name.
 //
+// # Cluster mode
+//
+// With Config.Cluster set (clickhouse://…?cluster=NAME) every statement
+// runs ON CLUSTER, the tables that hold data are
+// Replicated*MergeTree('/clickhouse/tables/{shard}/{database}/{table}',
+// '{replica}') tables named with a _local suffix, and a Distributed table
+// of the plain name sits in front of each. Readers and writers use only the
+// plain names, so the same SQL serves both modes; writes go through the
+// Distributed tables, which place each row on a shard by the sharding keys
+// in shardKeys (the reasoning is there).
+//
 // golang-migrate and goose both open transactions to record versions, which
 // ClickHouse (and chDB in particular) does not have; this migrator needs only
 // Exec and Select.
@@ -18,6 +29,7 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
@@ -101,6 +113,16 @@ func Apply(ctx context.Context, ex Execer, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	if cfg.Cluster != "" && cfg.Database == "" {
+		// Distributed tables name their local tables' database, and
+		// currentDatabase() in a statement run ON CLUSTER is evaluated
+		// by each host: name the database of this connection instead.
+		db, err := currentDatabase(ctx, ex)
+		if err != nil {
+			return res, err
+		}
+		cfg.Database = db
+	}
 	t := newTemplater(cfg)
 	versionTable, err := t.render("schema", `CREATE TABLE IF NOT EXISTS {{.DB}}schema_migrations{{.Local}} {{.OnCluster}}
 (version UInt32, name String, applied_at DateTime64(6, 'UTC') DEFAULT now64(6))
@@ -108,7 +130,11 @@ ENGINE = {{.Engine "ReplacingMergeTree"}} ORDER BY version`)
 	if err != nil {
 		return res, err
 	}
-	for _, stmt := range t.withDistributed(versionTable) {
+	stmts, err := t.withDistributed(versionTable)
+	if err != nil {
+		return res, err
+	}
+	for _, stmt := range stmts {
 		if err := ex.Exec(ctx, stmt, nil); err != nil {
 			return res, fmt.Errorf("creating schema_migrations: %w", err)
 		}
@@ -137,13 +163,23 @@ ENGINE = {{.Engine "ReplacingMergeTree"}} ORDER BY version`)
 			return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 		}
 		for _, stmt := range Split(text) {
-			for _, s := range t.withDistributed(stmt) {
+			stmts, err := t.withDistributed(stmt)
+			if err != nil {
+				return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			for _, s := range stmts {
 				if err := ex.Exec(ctx, s, nil); err != nil {
 					return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 				}
 			}
 		}
-		err = ex.Exec(ctx, "INSERT INTO "+t.DB()+"schema_migrations (version, name) VALUES ({v:UInt32}, {n:String})",
+		// On a cluster the version is written in the foreground, so that
+		// the next process to start sees it on whichever node it asks.
+		settings := ""
+		if cfg.Cluster != "" {
+			settings = " SETTINGS distributed_foreground_insert = 1"
+		}
+		err = ex.Exec(ctx, "INSERT INTO "+t.DB()+"schema_migrations (version, name)"+settings+" VALUES ({v:UInt32}, {n:String})",
 			store.Params{"v": strconv.Itoa(m.Version), "n": m.Name})
 		if err != nil {
 			return res, fmt.Errorf("recording migration %04d_%s: %w", m.Version, m.Name, err)
@@ -168,10 +204,36 @@ func Render(cfg Config) ([]string, error) {
 			return nil, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 		}
 		for _, stmt := range Split(text) {
-			out = append(out, t.withDistributed(stmt)...)
+			stmts, err := t.withDistributed(stmt)
+			if err != nil {
+				return nil, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			out = append(out, stmts...)
 		}
 	}
 	return out, nil
+}
+
+// currentDatabase returns the database the connection uses.
+func currentDatabase(ctx context.Context, ex Execer) (string, error) {
+	var db string
+	err := ex.Select(ctx, "SELECT currentDatabase() AS db", nil, func(row []byte) error {
+		var r struct {
+			DB string `json:"db"`
+		}
+		if err := json.Unmarshal(row, &r); err != nil {
+			return err
+		}
+		db = r.DB
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("reading the connection's database: %w", err)
+	}
+	if db == "" {
+		return "", errors.New("reading the connection's database: the server named none")
+	}
+	return db, nil
 }
 
 // Split cuts a file into statements at semicolons that end a line, and drops
@@ -284,35 +346,83 @@ func (t *templater) render(name, text string) (string, error) {
 
 var createLocal = regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS (\S*?)(\w+)_local `)
 
+// shardKeys are the sharding keys of the Distributed tables: which shard a
+// row written through the Distributed table goes to.
+//
+// Correctness asks one thing of a key. Every read that needs exact rows
+// uses FINAL, and on a Distributed table each shard applies FINAL to its
+// own rows only, so every copy of a row (same sort key) must land on the
+// same shard: the key must be a deterministic function of sort-key
+// columns (TestShardKeysUseSortKeyColumns checks it).
+//
+// audit_events: cityHash64(cluster, audit_id). Every stage and every
+// duplicate of one request lands on one shard, chosen by a random UUID, so
+// shards fill evenly whoever floods the apiserver. The alternative was
+// locality: one object's events (cluster, namespace, name) or one
+// client's watches (user, user_agent, source_ip, resource) on one shard.
+// We chose against it:
+//
+//   - No query needs it. Over a Distributed table, shards return partial
+//     aggregates and the initiator finishes GROUP BY, HAVING, window
+//     functions and ORDER BY, so grouping a client's watches or an
+//     object's writes is correct wherever the rows are. The detectors'
+//     one IN subquery (the watch-loop's Service writes) is GLOBAL: the
+//     initiator runs it once and sends the (small) result to the shards.
+//     There are no JOINs. Locality would pay off only for large local
+//     JOINs or IN subqueries (distributed_product_mode = 'local').
+//   - It makes hot shards, at the worst time. Lists and watches, the bulk
+//     of an audit stream, name no object, so an object key puts every
+//     collection request of a namespace (of the whole cluster, for
+//     cluster-wide watches) on one shard. A client key puts the
+//     kube-controller-manager's and the scheduler's traffic on one shard
+//     each, and an incident auditlens exists to record (a watch loop, a
+//     controller hot-looping on one object, a client relisting) multiplies
+//     one client's and one object's traffic on that shard while it is
+//     being ingested.
+//   - What per-request placement does buy: a request's stages, which the
+//     detectors group by (cluster, audit_id), are complete on one shard,
+//     so ClickHouse can finish those groups on the shards
+//     (optimize_distributed_group_by_sharding_key), and a lookup by audit
+//     ID (evidence, the event detail view) can be sent to one shard
+//     (optimize_skip_unused_shards).
+//
+// findings and reports: cityHash64(id), their ReplacingMergeTree row
+// identity, so every version of a finding or report is on one shard.
+// schema_migrations: the version.
+//
+// Placement holds only for rows written through the Distributed tables;
+// never insert into the _local tables directly.
+var shardKeys = map[string]string{
+	"audit_events":      "cityHash64(cluster, audit_id)",
+	"findings":          "cityHash64(id)",
+	"reports":           "cityHash64(id)",
+	"schema_migrations": "version",
+}
+
 // withDistributed returns stmt and, on a cluster, the Distributed table in
 // front of each local table it creates.
-func (t *templater) withDistributed(stmt string) []string {
+func (t *templater) withDistributed(stmt string) ([]string, error) {
 	if t.cfg.Cluster == "" {
-		return []string{stmt}
+		return []string{stmt}, nil
 	}
 	m := createLocal.FindStringSubmatch(stmt)
 	if m == nil {
-		return []string{stmt}
+		return []string{stmt}, nil
 	}
 	db := t.cfg.Database
 	if db == "" {
 		db = "currentDatabase()"
 	} else {
-		db = "'" + strings.ReplaceAll(db, "'", "\\'") + "'"
+		db = "'" + strings.ReplaceAll(strings.ReplaceAll(db, "\\", "\\\\"), "'", "\\'") + "'"
 	}
-	// Every version of one row must land on one shard so FINAL collapses it.
-	shardKey := map[string]string{
-		"audit_events":      "cityHash64(cluster, audit_id)",
-		"findings":          "cityHash64(id)",
-		"reports":           "cityHash64(id)",
-		"schema_migrations": "version",
-	}[m[2]]
-	if shardKey == "" {
-		shardKey = "rand()"
+	shardKey, ok := shardKeys[m[2]]
+	if !ok {
+		// A random key would break FINAL: see shardKeys.
+		return nil, fmt.Errorf("table %s has no sharding key in shardKeys", m[2])
 	}
 	dist := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s%s %s AS %s%s_local ENGINE = Distributed(%s, %s, '%s_local', %s)",
 		m[1], m[2], t.OnCluster(), m[1], m[2], quoteIdent(t.cfg.Cluster), db, m[2], shardKey)
-	return []string{stmt, dist}
+	return []string{stmt, dist}, nil
 }
 
 func quoteIdent(s string) string {

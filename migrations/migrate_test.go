@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -38,6 +39,10 @@ func TestRenderGolden(t *testing.T) {
 		{"single.sql.golden", Config{}},
 		{"single-retention.sql.golden", Config{RetentionDays: 30}},
 		{"cluster.sql.golden", Config{Cluster: "prod", Database: "audit"}},
+		{"cluster-retention.sql.golden", Config{Cluster: "prod", Database: "audit", RetentionDays: 30}},
+		// What `migrate --print` shows for a URL without a database; Apply
+		// names the connection's database instead (see TestApplyCluster).
+		{"cluster-nodb.sql.golden", Config{Cluster: "prod"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stmts, err := Render(tc.cfg)
@@ -65,6 +70,123 @@ func TestClusterCreatesDistributedTables(t *testing.T) {
 	}
 	if !strings.Contains(text, "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')") {
 		t.Error("events table is not replicated")
+	}
+}
+
+// TestShardKeysUseSortKeyColumns: FINAL collapses the copies of a row on
+// each shard separately, so a Distributed table's sharding key may only
+// use columns of its local table's sort key (see shardKeys).
+func TestShardKeysUseSortKeyColumns(t *testing.T) {
+	stmts, err := Render(Config{Cluster: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := newTemplater(Config{Cluster: "c1"}).render("schema", "CREATE TABLE IF NOT EXISTS schema_migrations_local (version UInt32)\nENGINE = MergeTree ORDER BY version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stmts = append(stmts, schema)
+	orderBy := regexp.MustCompile(`(?m)^\s*ENGINE = .*?ORDER BY (\(.*\)|\w+)\s*$|^ORDER BY (\(.*\)|\w+)\s*$`)
+	ident := regexp.MustCompile(`\b[a-z_][a-z0-9_]*\b(\s*\()?`)
+	columns := func(expr string) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range ident.FindAllStringSubmatch(expr, -1) {
+			if m[1] == "" { // not a function call
+				out[m[0]] = true
+			}
+		}
+		return out
+	}
+	sortKeys := map[string]map[string]bool{}
+	for _, s := range stmts {
+		if m := createLocal.FindStringSubmatch(s); m != nil {
+			o := orderBy.FindStringSubmatch(s)
+			if o == nil {
+				t.Fatalf("no ORDER BY in %s", s)
+			}
+			sortKeys[m[2]] = columns(o[1] + o[2])
+		}
+	}
+	for table, key := range shardKeys {
+		sk, ok := sortKeys[table]
+		if !ok {
+			t.Errorf("shardKeys names %s, which no migration creates", table)
+			continue
+		}
+		for c := range columns(key) {
+			if !sk[c] {
+				t.Errorf("%s: sharding key %s uses %s, not in the sort key %v", table, key, c, sk)
+			}
+		}
+	}
+	for table := range sortKeys {
+		if _, ok := shardKeys[table]; !ok {
+			t.Errorf("table %s has no sharding key", table)
+		}
+	}
+	if _, err := newTemplater(Config{Cluster: "c1"}).withDistributed("CREATE TABLE IF NOT EXISTS new_local (x String)"); err == nil {
+		t.Error("a table without a sharding key got a Distributed table")
+	}
+}
+
+// recorder is an Execer that records statements and answers the two
+// queries Apply makes.
+type recorder struct {
+	execs []string
+	db    string
+}
+
+func (r *recorder) Exec(_ context.Context, sql string, _ store.Params) error {
+	r.execs = append(r.execs, sql)
+	return nil
+}
+
+func (r *recorder) Select(_ context.Context, sql string, _ store.Params, fn func([]byte) error) error {
+	if strings.Contains(sql, "currentDatabase()") {
+		return fn([]byte(`{"db":"` + r.db + `"}`))
+	}
+	return nil // no migration applied yet
+}
+
+// TestApplyCluster: on a cluster Apply names the connection's database in
+// the Distributed tables (currentDatabase() would be evaluated by each
+// host), runs every statement ON CLUSTER and records versions in the
+// foreground.
+func TestApplyCluster(t *testing.T) {
+	r := &recorder{db: "audit"}
+	if _, err := Apply(context.Background(), r, Config{Cluster: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	want, err := Render(Config{Cluster: "prod", Database: "audit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ddl, inserts []string
+	for _, s := range r.execs {
+		switch {
+		case strings.HasPrefix(s, "INSERT"):
+			inserts = append(inserts, s)
+		case !strings.Contains(s, "schema_migrations"):
+			ddl = append(ddl, s)
+		}
+		if strings.HasPrefix(s, "CREATE") && !strings.Contains(s, "ON CLUSTER `prod`") {
+			t.Errorf("not ON CLUSTER: %s", s)
+		}
+		if strings.Contains(s, "currentDatabase()") {
+			t.Errorf("currentDatabase() in %s", s)
+		}
+	}
+	if strings.Join(ddl, "\n") != strings.Join(want, "\n") {
+		t.Errorf("Apply ran\n%s\nRender gives\n%s", strings.Join(ddl, "\n"), strings.Join(want, "\n"))
+	}
+	all, _ := All()
+	if len(inserts) != len(all) {
+		t.Fatalf("%d version inserts, want %d", len(inserts), len(all))
+	}
+	for _, s := range inserts {
+		if !strings.HasPrefix(s, "INSERT INTO `audit`.schema_migrations (version, name) SETTINGS distributed_foreground_insert = 1 VALUES") {
+			t.Errorf("version insert: %s", s)
+		}
 	}
 }
 

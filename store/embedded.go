@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,17 @@ type EmbeddedOptions struct {
 	// (CHDB_LIB_PATH, the user cache filled by `make chdb`,
 	// /usr/local/lib/libchdb.so).
 	ChdbLib string
+	// ConfigFile, when set, is a ClickHouse configuration file the engine
+	// reads at start (--config-file), e.g. a remote_servers section so that
+	// tests can run the cluster-mode schema's Distributed tables over a
+	// one-shard cluster on this engine. It is read when the engine
+	// starts: it has no effect while another Embedded is open on the same
+	// data path (they share the engine).
+	ConfigFile string
+	// Settings are ClickHouse settings for every statement
+	// (skip_unavailable_shards=1, …), applied to each connection as if it
+	// had run SET.
+	Settings map[string]string
 	// Logger receives start-up messages; nil discards them.
 	Logger *slog.Logger
 }
@@ -64,7 +76,14 @@ func OpenEmbedded(ctx context.Context, dataPath string, opts EmbeddedOptions) (*
 	if err != nil {
 		return nil, fmt.Errorf("opening the embedded engine: %w", err)
 	}
-	db, err := chdb.Open(lib, dataPath, embeddedArgs...)
+	args := slices.Clone(embeddedArgs)
+	if opts.ConfigFile != "" {
+		args = append(args, "--config-file="+opts.ConfigFile)
+	}
+	for _, k := range slices.Sorted(maps.Keys(opts.Settings)) {
+		args = append(args, "--"+k+"="+opts.Settings[k])
+	}
+	db, err := chdb.Open(lib, dataPath, args...)
 	if err != nil {
 		return nil, fmt.Errorf("opening the embedded engine on %s: %w", dataPath, err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -28,7 +29,8 @@ var openServer func(ctx context.Context, url string, opts Options) (Store, error
 //
 //	chdb:///abs/path         the embedded engine, data in /abs/path
 //	chdb://./rel/path        the embedded engine, data relative to the working directory
-//	clickhouse://host:9000/db?…  a ClickHouse server or cluster (see server.go)
+//	clickhouse://host:9000/db?…  a ClickHouse server (see server.go)
+//	clickhouse://host:9000/db?cluster=NAME  a ClickHouse cluster (see ParseCluster)
 //
 // The data directory of the embedded engine is created if missing.
 func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
@@ -45,7 +47,6 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		if err := os.MkdirAll(path, 0o750); err != nil {
 			return nil, fmt.Errorf("creating the embedded engine's data directory: %w", err)
 		}
-		//lint:ignore S1016 Options may grow fields for the server engine only.
 		e, err := OpenEmbedded(ctx, path, EmbeddedOptions{ChdbLib: opts.ChdbLib, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
@@ -60,6 +61,65 @@ func Open(ctx context.Context, rawURL string, opts Options) (Store, error) {
 		// Only the scheme is repeated: a server URL may carry a password.
 		return nil, fmt.Errorf("store URL scheme %q: want chdb:// (embedded engine) or clickhouse:// (server)", scheme)
 	}
+}
+
+// ClusterSpec is what a store URL says about ClickHouse cluster mode.
+type ClusterSpec struct {
+	// Name is the value of the URL's cluster query parameter: the cluster
+	// (a remote_servers entry of the server's configuration) the tables are
+	// spread over. Empty means a single server, or the embedded engine.
+	Name string
+	// Database is the database the URL's path names; empty when it names
+	// none (the user's default database).
+	Database string
+}
+
+// ParseCluster returns the cluster mode that rawURL asks for:
+//
+//	clickhouse://host:9000/audit?cluster=prod
+//
+// selects cluster mode on the remote_servers cluster "prod", with the
+// tables in database "audit". The store itself reads and writes the same
+// table names either way (on a cluster they are the Distributed tables);
+// the migrator is what creates a different schema.
+func ParseCluster(rawURL string) (ClusterSpec, error) {
+	scheme, _, ok := strings.Cut(rawURL, "://")
+	if !ok || !strings.EqualFold(scheme, "clickhouse") {
+		return ClusterSpec{}, nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// The error would repeat the URL, and with it a password.
+		return ClusterSpec{}, errors.New("parsing ClickHouse server URL: not a valid URL")
+	}
+	var spec ClusterSpec
+	spec.Database = strings.Trim(u.Path, "/")
+	q := u.Query()
+	if vals, ok := q["cluster"]; ok {
+		if len(vals) != 1 || strings.TrimSpace(vals[0]) == "" {
+			return ClusterSpec{}, errors.New("store URL: the cluster parameter needs exactly one name (clickhouse://host:9000/db?cluster=NAME)")
+		}
+		spec.Name = vals[0]
+	}
+	return spec, nil
+}
+
+// withoutCluster returns rawURL without its cluster query parameter,
+// which is auditlens's and not a ClickHouse setting (the driver would send
+// every parameter it does not know as a setting, and the server would
+// reject it).
+func withoutCluster(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", errors.New("parsing ClickHouse server URL: not a valid URL")
+	}
+	q := u.Query()
+	if _, ok := q["cluster"]; !ok {
+		return rawURL, nil
+	}
+	q.Del("cluster")
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 // chdbDataPath returns the absolute data directory a chdb:// URL names:

@@ -1,9 +1,11 @@
 package store
 
 // The ClickHouse server (or cluster) engine, over clickhouse-go/v2's native
-// protocol. Cluster mode is a matter for the migrations (Distributed tables
-// over Replicated local ones); this engine reads and writes the table names
-// it is given.
+// protocol. Cluster mode (clickhouse://…?cluster=NAME) is a matter for the
+// migrations (Distributed tables over Replicated local ones, see package
+// migrations); this engine reads and writes the table names it is given,
+// which on a cluster are the Distributed tables. It checks at start that
+// the named cluster exists, and inserts in the foreground (below).
 
 import (
 	"bytes"
@@ -48,7 +50,22 @@ const (
 type server struct {
 	conn driver.Conn
 	log  *slog.Logger
+	// insertSettings are added to every Insert.
+	insertSettings clickhouse.Settings
 }
+
+// foregroundInsert is the setting that makes an INSERT into a Distributed
+// table return only once every shard has stored its part of the block
+// (its older name is insert_distributed_sync). Without it the node that
+// receives the INSERT queues the block on its own disk and sends it later,
+// and the writer would advance the spool's checkpoint for rows that are in
+// no replicated table yet. With it, a shard that is down fails the insert,
+// the writer retries from the spool, and the webhook keeps accepting
+// events into the spool. A URL can turn it off
+// (?distributed_foreground_insert=0) to trade that guarantee for inserts
+// that succeed while a shard is down. On a single server it changes
+// nothing.
+const foregroundInsert = "distributed_foreground_insert"
 
 var _ Store = (*server)(nil)
 
@@ -63,6 +80,13 @@ func openClickHouse(ctx context.Context, url string, opts Options) (Store, error
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	spec, err := ParseCluster(url)
+	if err != nil {
+		return nil, err
+	}
+	if url, err = withoutCluster(url); err != nil {
+		return nil, err
 	}
 	chOpts, err := clickhouse.ParseDSN(url)
 	if err != nil {
@@ -98,9 +122,43 @@ func openClickHouse(ctx context.Context, url string, opts Options) (Store, error
 		conn.Close()
 		return nil, err
 	}
+	s := &server{conn: conn, log: log, insertSettings: insertSettings(chOpts.Settings)}
+	if spec.Name != "" {
+		if err := s.checkCluster(ctx, spec.Name); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
 	log.Info("connected to ClickHouse server", "addr", addr, "database", chOpts.Auth.Database,
-		"version", v.Version.String(), "server", v.DisplayName)
-	return &server{conn: conn, log: log}, nil
+		"cluster", spec.Name, "version", v.Version.String(), "server", v.DisplayName)
+	return s, nil
+}
+
+// insertSettings returns the settings Insert adds to those of the URL:
+// foregroundInsert on, unless the URL sets it (or its older name).
+func insertSettings(url clickhouse.Settings) clickhouse.Settings {
+	_, set := url[foregroundInsert]
+	_, setOld := url["insert_distributed_sync"]
+	if set || setOld {
+		return nil
+	}
+	return clickhouse.Settings{foregroundInsert: 1}
+}
+
+// checkCluster fails unless the server knows cluster name (its
+// remote_servers configuration), so that a typo in ?cluster= is reported
+// at start rather than by the first ON CLUSTER statement.
+func (s *server) checkCluster(ctx context.Context, name string) error {
+	var n uint64
+	row := s.conn.QueryRow(withParams(ctx, Params{"c": StringParam(name)}), "SELECT count() FROM system.clusters WHERE cluster = {c:String}")
+	if err := row.Scan(&n); err != nil {
+		return fmt.Errorf("looking up cluster %q in system.clusters: %w", name, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: the server has no cluster %q in its remote_servers configuration "+
+			"(SELECT DISTINCT cluster FROM system.clusters lists those it has)", ErrUnknownCluster, name)
+	}
+	return nil
 }
 
 // unsupportedServerError names the version found and the oldest supported.
@@ -289,9 +347,11 @@ func (s *server) Insert(ctx context.Context, rows []Row) error {
 	defer putInsertColumns(cols)
 	cols.appendRows(rows)
 
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"insert_deduplication_token": dedupToken(rows),
-	}))
+	settings := clickhouse.Settings{"insert_deduplication_token": dedupToken(rows)}
+	for k, v := range s.insertSettings {
+		settings[k] = v
+	}
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings))
 	batch, err := s.conn.PrepareBatch(ctx, insertSQL)
 	if err != nil {
 		return fmt.Errorf("preparing an insert of %d rows into audit_events: %w", len(rows), err)

@@ -33,3 +33,7 @@ type Store interface {
 // ErrUnsupportedServer is returned when a ClickHouse server is older than
 // the oldest version this project supports.
 var ErrUnsupportedServer = errors.New("unsupported ClickHouse server version")
+
+// ErrUnknownCluster is returned when a store URL names a cluster
+// (?cluster=NAME) the server does not have.
+var ErrUnknownCluster = errors.New("unknown ClickHouse cluster")

@@ -19,7 +19,11 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *printOnly {
-		stmts, err := migrations.Render(sf.migrationConfig())
+		cfg, err := sf.migrationConfig()
+		if err != nil {
+			return err
+		}
+		stmts, err := migrations.Render(cfg)
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,7 @@ type storeFlags struct {
 func (s *storeFlags) register(fs *flag.FlagSet, def string) {
 	fs.StringVar(&s.url, "store", def, "store URL: chdb:///abs/path, chdb://./rel/path or clickhouse://user:pass@host:9000/db")
 	fs.StringVar(&s.chdbLib, "chdb-lib", "", "path to libchdb.so (default: $CHDB_LIB_PATH, the cache filled by 'make chdb', /usr/local/lib)")
-	fs.StringVar(&s.onCluster, "on-cluster", "", "ClickHouse cluster name: create replicated tables ON CLUSTER with Distributed tables in front")
+	fs.StringVar(&s.onCluster, "on-cluster", "", "ClickHouse cluster name: create replicated tables ON CLUSTER with Distributed tables in front (same as ?cluster=NAME in the store URL)")
 	fs.IntVar(&s.retention, "retention-days", 0, "drop events older than this many days when tables are first created (0 keeps everything)")
 }
 
@@ -31,11 +31,19 @@ func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (store.Store, e
 	if s.url == "" {
 		return nil, fmt.Errorf("%w: --store is required", errUsage)
 	}
+	if _, err := s.migrationConfig(); err != nil {
+		return nil, err
+	}
 	st, err := store.Open(ctx, s.url, store.Options{ChdbLib: s.chdbLib, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	res, err := migrations.Apply(ctx, st, s.migrationConfig())
+	cfg, err := s.migrationConfig()
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	res, err := migrations.Apply(ctx, st, cfg)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrating schema: %w", err)
@@ -46,6 +54,24 @@ func (s *storeFlags) open(ctx context.Context, log *slog.Logger) (store.Store, e
 	return st, nil
 }
 
-func (s *storeFlags) migrationConfig() migrations.Config {
-	return migrations.Config{Cluster: s.onCluster, Database: s.database, RetentionDays: s.retention}
+// migrationConfig is the schema variant the flags and the store URL ask
+// for: cluster mode when the URL says ?cluster=NAME (or --on-cluster NAME),
+// with the tables in the URL's database (or --database).
+func (s *storeFlags) migrationConfig() (migrations.Config, error) {
+	cfg := migrations.Config{Cluster: s.onCluster, Database: s.database, RetentionDays: s.retention}
+	spec, err := store.ParseCluster(s.url)
+	if err != nil {
+		return cfg, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	switch {
+	case spec.Name == "":
+	case cfg.Cluster == "":
+		cfg.Cluster = spec.Name
+	case cfg.Cluster != spec.Name:
+		return cfg, fmt.Errorf("%w: --on-cluster %q and the store URL's cluster=%q disagree", errUsage, cfg.Cluster, spec.Name)
+	}
+	if cfg.Cluster != "" && cfg.Database == "" {
+		cfg.Database = spec.Database
+	}
+	return cfg, nil
 }

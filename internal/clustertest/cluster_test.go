@@ -1,0 +1,308 @@
+package clustertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/query"
+	"github.com/auditlens/auditlens/report"
+	"github.com/auditlens/auditlens/store"
+)
+
+// TestClusterShape imports scenarios through the Distributed tables and
+// holds the detectors to what the single-node tests expect of them
+// (detect/scenario_test.go), then exercises the other readers.
+func TestClusterShape(t *testing.T) {
+	st := storetest.OpenCluster(t)
+	ctx := context.Background()
+
+	t.Run("tables", func(t *testing.T) {
+		engines := map[string]string{}
+		err := st.Select(ctx, "SELECT name, engine FROM system.tables WHERE database = currentDatabase()", nil, func(row []byte) error {
+			var r struct{ Name, Engine string }
+			if err := json.Unmarshal(row, &r); err != nil {
+				return err
+			}
+			engines[r.Name] = r.Engine
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tb := range []string{"audit_events", "findings", "reports"} {
+			if engines[tb] != "Distributed" || engines[tb+"_local"] != "ReplacingMergeTree" {
+				t.Errorf("%s is %q over %q, want Distributed over ReplacingMergeTree", tb, engines[tb], engines[tb+"_local"])
+			}
+		}
+	})
+
+	// A plain IN subquery over a Distributed table is refused, as on a
+	// real cluster (distributed_product_mode = 'deny'): this harness
+	// catches a detector that forgets GLOBAL.
+	t.Run("plain IN is refused", func(t *testing.T) {
+		err := st.Select(ctx, "SELECT count() FROM audit_events WHERE audit_id IN (SELECT audit_id FROM audit_events)", nil,
+			func([]byte) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "DISTRIBUTED_IN_JOIN_SUBQUERY_DENIED") {
+			t.Fatalf("got %v, want DISTRIBUTED_IN_JOIN_SUBQUERY_DENIED", err)
+		}
+		err = st.Select(ctx, "SELECT count() FROM audit_events WHERE audit_id GLOBAL IN (SELECT audit_id FROM audit_events)", nil,
+			func([]byte) error { return nil })
+		if err != nil {
+			t.Fatalf("GLOBAL IN: %v", err)
+		}
+	})
+
+	cases := []struct {
+		name               string
+		loops, regressions int
+		loopObjects        []string
+	}{
+		{name: "seed-incident", loops: 1, regressions: 4, loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
+		{name: "incident-with-user-recreate", loops: 1, regressions: 4, loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
+		{name: "user-recreates-service"},
+		{name: "rv-regression", regressions: 1},
+	}
+	repo := detect.NewRepository(st, nil)
+	var all []detect.Finding
+	var first, last time.Time
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, ok := scenario.ByName(tc.name)
+			if !ok {
+				t.Fatalf("no scenario %s", tc.name)
+			}
+			tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+			cluster := "cluster-" + tc.name
+			stats := importTrace(t, st, tr, cluster)
+			if first.IsZero() || stats.First.Before(first) {
+				first = stats.First
+			}
+			if stats.Last.After(last) {
+				last = stats.Last
+			}
+			w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: []string{cluster}}
+			loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
+			regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
+			if len(loops) != tc.loops || len(regs) != tc.regressions {
+				t.Fatalf("%d loops and %d regressions, want %d and %d", len(loops), len(regs), tc.loops, tc.regressions)
+			}
+			if tc.loops == 1 {
+				var got []string
+				for _, o := range loops[0].Objects {
+					got = append(got, o.Namespace+"/"+o.Name)
+				}
+				if strings.Join(got, " ") != strings.Join(tc.loopObjects, " ") {
+					t.Errorf("loop objects %v, want %v", got, tc.loopObjects)
+				}
+			}
+			all = append(all, loops...)
+			all = append(all, regs...)
+		})
+	}
+	if len(all) == 0 {
+		t.Fatal("no findings to go on with")
+	}
+
+	// Copies of stored rows, inserted past the writer's dedup (two
+	// writers racing): FINAL through the Distributed table collapses them.
+	t.Run("FINAL", func(t *testing.T) {
+		count := func(final string) int64 {
+			var n int64
+			err := st.Select(ctx, "SELECT count() AS n FROM audit_events"+final+" WHERE cluster = 'cluster-seed-incident'", nil, func(row []byte) error {
+				var r struct{ N int64 }
+				err := json.Unmarshal(row, &r)
+				n = r.N
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		before := count(" FINAL")
+		var rows []store.Row
+		err := st.Select(ctx, "SELECT raw FROM audit_events WHERE cluster = 'cluster-seed-incident' ORDER BY ts LIMIT 50", nil, func(row []byte) error {
+			var r struct{ Raw string }
+			if err := json.Unmarshal(row, &r); err != nil {
+				return err
+			}
+			copied, err := ingest.DecodeEvent("cluster-seed-incident", []byte(r.Raw))
+			rows = append(rows, copied)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) == 0 {
+			t.Fatal("no rows to copy")
+		}
+		if err := st.Insert(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		if after := count(" FINAL"); after != before {
+			t.Errorf("FINAL: %d rows after inserting copies, %d before", after, before)
+		}
+		if raw := count(""); raw < before+int64(len(rows)) {
+			t.Errorf("without FINAL %d rows: the copies were not inserted", raw)
+		}
+	})
+
+	t.Run("findings", func(t *testing.T) {
+		if err := repo.Upsert(ctx, all); err != nil {
+			t.Fatal(err)
+		}
+		// A second version of each: readers take the newest.
+		if err := repo.Upsert(ctx, all); err != nil {
+			t.Fatal(err)
+		}
+		listed, err := repo.List(ctx, detect.ListFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed) != len(all) {
+			t.Errorf("listed %d findings, stored %d", len(listed), len(all))
+		}
+		ids := []string{all[0].ID}
+		got, err := repo.GetMany(ctx, ids)
+		if err != nil || len(got) != 1 {
+			t.Errorf("GetMany: %v %v", got, err)
+		}
+	})
+
+	t.Run("events", func(t *testing.T) {
+		var buf bytes.Buffer
+		stats, err := query.Events(ctx, st, query.Filter{Cluster: []string{"cluster-seed-incident"}, Verb: []string{"delete"}, Limit: 1000},
+			nil, query.Limits{}, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stats.Emitted == 0 || stats.Emitted != strings.Count(buf.String(), "\n") {
+			t.Errorf("stats %+v for %d lines", stats, strings.Count(buf.String(), "\n"))
+		}
+	})
+
+	t.Run("report", func(t *testing.T) {
+		end := last.Add(time.Minute).Truncate(time.Minute)
+		r, err := report.Build(ctx, st, repo, report.Config{End: end, Window: end.Sub(first) + time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Volume) == 0 || len(r.Feed) != len(cases) {
+			t.Errorf("report volume %d buckets, feed of %d clusters, want %d", len(r.Volume), len(r.Feed), len(cases))
+		}
+		if err := report.Save(ctx, st, r); err != nil {
+			t.Fatal(err)
+		}
+		got, err := report.Get(ctx, st, r.ID)
+		if err != nil || got.ID != r.ID {
+			t.Errorf("reading the report back: %v", err)
+		}
+	})
+}
+
+// importTrace writes tr as an audit log file and imports it as cluster,
+// as `auditlens import` does.
+func importTrace(tb testing.TB, st store.Store, tr scenario.Trace, cluster string) ingest.ImportStats {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "audit.log")
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := tr.WriteLog(f); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
+		ingest.ImportConfig{Cluster: cluster})
+	if err != nil {
+		tb.Fatalf("importing %s: %v", tr, err)
+	}
+	if stats.Rejected != 0 || stats.Stored != int64(len(tr.Events)) {
+		tb.Fatalf("imported %s: %d stored, %d rejected %v", tr, stats.Stored, stats.Rejected, stats.RejectSamples)
+	}
+	return stats
+}
+
+func evaluate(tb testing.TB, d detect.Detector, q detect.Querier, w detect.Window) []detect.Finding {
+	tb.Helper()
+	fs, err := d.Evaluate(context.Background(), q, w)
+	if err != nil {
+		tb.Fatalf("%s over %s: %v", d.Name(), w, err)
+	}
+	detect.SortFindings(fs)
+	return fs
+}
+
+// TestDeployExampleConfig loads the example cluster's remote_servers and
+// one node's macros (deploy/clickhouse) into the engine and reads them
+// back: 2 shards of 2 replicas, and the macros the migrator's Replicated
+// tables use.
+func TestDeployExampleConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine")
+	}
+	var body strings.Builder
+	for _, f := range []string{"config.d/remote_servers.xml", "macros/ch-s2-r1.xml"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "clickhouse", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		start, end := strings.Index(s, "<clickhouse>"), strings.LastIndex(s, "</clickhouse>")
+		if start < 0 || end < start {
+			t.Fatalf("%s: no <clickhouse> element", f)
+		}
+		body.WriteString(s[start+len("<clickhouse>") : end])
+	}
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.xml")
+	if err := os.WriteFile(cfg, []byte("<clickhouse>"+body.String()+"</clickhouse>\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.OpenEmbedded(ctx, filepath.Join(dir, "data"), store.EmbeddedOptions{ConfigFile: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var got []string
+	err = st.Select(ctx, "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters ORDER BY ALL", nil, func(row []byte) error {
+		got = append(got, string(row))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"cluster":"auditlens","shard_num":1,"replica_num":1,"host_name":"ch-s1-r1","port":9000}`,
+		`{"cluster":"auditlens","shard_num":1,"replica_num":2,"host_name":"ch-s1-r2","port":9000}`,
+		`{"cluster":"auditlens","shard_num":2,"replica_num":1,"host_name":"ch-s2-r1","port":9000}`,
+		`{"cluster":"auditlens","shard_num":2,"replica_num":2,"host_name":"ch-s2-r2","port":9000}`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("system.clusters:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	var path string
+	err = st.Select(ctx, "SELECT getMacro('shard') || '/' || getMacro('replica') AS p", nil, func(row []byte) error {
+		var r struct{ P string }
+		err := json.Unmarshal(row, &r)
+		path = r.P
+		return err
+	})
+	if err != nil || path != "02/ch-s2-r1" {
+		t.Errorf("macros: %q, %v", path, err)
+	}
+}
