@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb e2e-bins e2e e2e-fixtures fmt vet staticcheck bench fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench fuzz clean
 
 all: build
 
@@ -27,10 +27,20 @@ build:
 run: chdb build
 	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) serve --data ./data
 
-## test: every test, on the real embedded engine and a real kube-apiserver
-## (deploy/e2e, whose binaries are built into the cache on first use)
-test: chdb e2e-bins
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
+## test: every test, on the real embedded engine, a real kube-apiserver
+## (deploy/e2e, whose binaries are built into the cache on first use) and a
+## real browser (Debian's Chromium, installed on first use)
+test: chdb e2e-bins chromium
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
+
+## chromium: install Debian's Chromium for the UI browser tests (apt-get)
+chromium:
+	scripts/chromium.sh
+
+## screenshots: rewrite the UI screenshots in docs/screenshots/
+screenshots: chdb chromium
+	mkdir -p docs/screenshots
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestUIInBrowser ./cmd/auditlens/
 
 ## e2e-bins: build the pinned kube-apiserver, kube-controller-manager and etcd
 ## into the user cache

@@ -76,9 +76,12 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	// The user's own program runs in this process (no Limits.Worker, as
 	// serve sets for programs from the network): a crash ends only it.
-	_, err = query.Events(ctx, st, f, prog, query.Limits{Timeout: *jqTimeout}, out)
+	stats, err := query.Events(ctx, st, f, prog, query.Limits{Timeout: *jqTimeout}, out)
 	if ferr := out.Flush(); err == nil {
 		err = ferr
+	}
+	if err == nil && stats.Truncated {
+		fmt.Fprintf(stderr, "auditlens query: stopped after %d events; more match (narrow the filters or raise --limit)\n", stats.Matched)
 	}
 	return err
 }
