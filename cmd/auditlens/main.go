@@ -35,6 +35,7 @@ var commands = []command{
 	{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 	{"policy", "check that an audit policy lets the detectors see what they read", runPolicy},
 	{"gen", "write a realistic synthetic audit log (demo data, benchmarks)", runGen},
+	{"webhook-config", "print the kubeconfig for kube-apiserver's --audit-webhook-config-file", runWebhookConfig},
 	{"jq-worker", "", runJQWorker}, // hidden: serve starts it to run API jq programs
 	{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
 		fmt.Fprintln(out, "auditlens", version)
@@ -53,7 +54,7 @@ Commands:
 		if c.summary == "" {
 			continue // a hidden command
 		}
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-15s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
 Stores (--store):

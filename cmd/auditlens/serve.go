@@ -230,37 +230,20 @@ Events: %s/api/v1/events?since=15m    Metrics: %s/metrics
 	return runErr
 }
 
-// webhookKubeconfig renders a kubeconfig for --audit-webhook-config-file.
+// webhookKubeconfig renders the example kubeconfig serve prints and writes
+// for --audit-webhook-config-file: paths where a kube-apiserver host
+// usually keeps the files, and a token placeholder (auditlens
+// webhook-config writes a real one).
 func webhookKubeconfig(url string, clientCert, token bool) string {
-	var user strings.Builder
+	s := webhookKubeconfigSpec{Server: url}
 	if clientCert {
-		user.WriteString("\n    client-certificate: /etc/kubernetes/audit/client.crt\n    client-key: /etc/kubernetes/audit/client.key")
+		s.ClientCert, s.ClientKey = "/etc/kubernetes/audit/client.crt", "/etc/kubernetes/audit/client.key"
 	}
 	if token {
-		user.WriteString("\n    token: REPLACE-WITH-A-WEBHOOK-TOKEN")
+		s.Token = "REPLACE-WITH-A-WEBHOOK-TOKEN"
 	}
-	userBlock := " {}"
-	if user.Len() > 0 {
-		userBlock = user.String()
-	}
-	ca := ""
 	if strings.HasPrefix(url, "https://") {
-		ca = "\n    certificate-authority: /etc/kubernetes/audit/auditlens-ca.crt"
+		s.CA = "/etc/kubernetes/audit/auditlens-ca.crt"
 	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: auditlens
-  cluster:
-    server: %s%s
-users:
-- name: kube-apiserver
-  user:%s
-contexts:
-- name: auditlens
-  context:
-    cluster: auditlens
-    user: kube-apiserver
-current-context: auditlens
-`, url, ca, userBlock)
+	return renderWebhookKubeconfig(s)
 }

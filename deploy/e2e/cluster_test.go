@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -90,7 +91,8 @@ type cluster struct {
 const auditPolicy = "../audit-policy.yaml"
 
 // startCluster starts etcd and kube-apiserver in dir, the apiserver sending
-// its audit events to s under /audit/<name> and to dir/audit.log.
+// its audit events to s under /audit/<name> (unless s is the zero sink) and
+// to dir/audit.log.
 //
 // prelude, when not nil, first runs against an apiserver without auditing
 // on the same etcd: objects it creates predate the audit log, as the
@@ -155,18 +157,21 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude fu
 		}
 	}
 
-	webhookConfig := writeFile(t, dir, "webhook.kubeconfig", []byte(webhookKubeconfig(s, name)))
 	policy, err := filepath.Abs(auditPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.apiserver = c.startAPIServer(t, "kube-apiserver", append(args,
+	args = append(args,
 		"--audit-policy-file="+policy,
 		"--audit-log-path="+c.auditLog,
-		"--audit-log-maxsize=0",
-		"--audit-webhook-config-file="+webhookConfig,
-		"--audit-webhook-batch-max-wait=1s",
-	))
+		"--audit-log-maxsize=0")
+	if s.base != "" {
+		webhookConfig := writeFile(t, dir, "webhook.kubeconfig", webhookKubeconfig(t, s, name))
+		args = append(args,
+			"--audit-webhook-config-file="+webhookConfig,
+			"--audit-webhook-batch-max-wait=1s")
+	}
+	c.apiserver = c.startAPIServer(t, "kube-apiserver", args)
 	return c
 }
 
@@ -212,32 +217,23 @@ func (c *cluster) stop(t *testing.T) {
 }
 
 // webhookKubeconfig is the --audit-webhook-config-file for s, naming the
-// cluster in the URL path.
-func webhookKubeconfig(s sink, cluster string) string {
-	user := ""
+// cluster in the URL path: what `auditlens webhook-config` prints, so that
+// the real apiserver reading it tests the command. Client certificates are
+// embedded (the default); the token receiver's CA is referenced by path
+// (--embed=false), so both forms are read by a real apiserver.
+func webhookKubeconfig(t *testing.T, s sink, cluster string) []byte {
+	t.Helper()
+	args := []string{"webhook-config", "--url", s.base, "--cluster", cluster, "--ca", s.caPath}
 	if s.certPath != "" {
-		user += fmt.Sprintf("\n    client-certificate: %s\n    client-key: %s", s.certPath, s.keyPath)
+		args = append(args, "--client-cert", s.certPath, "--client-key", s.keyPath)
+	} else {
+		args = append(args, "--token", s.token, "--embed=false")
 	}
-	if s.token != "" {
-		user += fmt.Sprintf("\n    token: %s", s.token)
+	out, err := runCapture(exec.Command(auditlensBin, args...))
+	if err != nil {
+		t.Fatalf("auditlens webhook-config: %v", err)
 	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: auditlens
-  cluster:
-    server: %s/audit/%s
-    certificate-authority: %s
-users:
-- name: kube-apiserver
-  user:%s
-contexts:
-- name: auditlens
-  context:
-    cluster: auditlens
-    user: kube-apiserver
-current-context: auditlens
-`, s.base, cluster, s.caPath, user)
+	return []byte(out)
 }
 
 var listeningRE = regexp.MustCompile(`is listening on (https?://[0-9.:]+)`)

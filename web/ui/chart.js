@@ -133,7 +133,7 @@ export function drawHistogram(container, data, opts) {
   const svg = s('svg', {
     class: 'chart histogram', width, height, viewBox: `0 0 ${width} ${height}`,
     role: 'img', tabindex: 0,
-    'aria-label': `Requests over time, stacked by ${data.by}: ${fmtNum(data.total)} requests. Arrow keys inspect buckets, Enter zooms in, minus zooms out.`,
+    'aria-label': `Audit events over time, stacked by ${data.by}: ${fmtNum(data.total)} events. Arrow keys inspect buckets, Enter zooms in, minus zooms out.`,
   });
   const axes = s('g', { class: 'axes' });
   for (const v of yt) {
@@ -165,7 +165,7 @@ export function drawHistogram(container, data, opts) {
   svg.appendChild(bars);
   if (!data.total) {
     svg.appendChild(s('text', { class: 'empty-label', x: (m.l + width - m.r) / 2, y: height / 2 - 10, 'text-anchor': 'middle' },
-      'No requests in this window'));
+      'No events in this window'));
   }
 
   // Interaction: hover band, selection, overlay that takes the pointer.

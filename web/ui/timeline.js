@@ -132,7 +132,7 @@ export async function render(ctx) {
     h('section', { class: 'card', 'aria-label': 'Filters' }, form),
     h('section', { class: 'card', 'aria-labelledby': 'h-hist' },
       h('div', { class: 'card-head' },
-        h('h2', { id: 'h-hist' }, 'Requests ', h('span', { class: 'muted small' }, 'stacked by ' + (BY_LABEL[by] || by))),
+        h('h2', { id: 'h-hist' }, 'Events ', h('span', { class: 'muted small' }, 'stacked by ' + (BY_LABEL[by] || by))),
         totalText, rangeText,
         h('span', { class: 'spacer' }),
         h('span', { class: 'muted small hint' }, 'Drag across the chart to zoom'),
@@ -174,7 +174,7 @@ export async function render(ctx) {
     const d = hist.value;
     window0 = [parseTime(d.since), parseTime(d.until)];
     rangeText.textContent = `${fmtUTC(d.since, { ms: false })} – ${fmtUTC(d.until, { ms: false })} UTC`;
-    totalText.textContent = `${fmtNum(d.total)} requests`;
+    totalText.textContent = `${fmtNum(d.total)} events`;
     const zoomTo = (a, b) => {
       const q = new URLSearchParams(p);
       const span = b - a;
