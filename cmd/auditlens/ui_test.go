@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -290,6 +291,36 @@ func TestUIInBrowser(t *testing.T) {
 			t.Errorf("findings listed: %q; want the seed's watch-loop", got.Findings)
 		}
 		b.screenshot("timeline", false)
+		b.checkClean()
+	})
+
+	t.Run("drag to zoom", func(t *testing.T) {
+		b.t = t
+		// The middle fifth of the chart, dragged with the mouse.
+		var box struct{ Left, Right, Top, Bottom float64 }
+		b.eval(`(() => { const r = document.querySelector("#histogram svg").getBoundingClientRect();
+			return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; })()`, &box)
+		y := (box.Top + box.Bottom) / 2
+		x0, x1 := box.Left+(box.Right-box.Left)*0.4, box.Left+(box.Right-box.Left)*0.6
+		b.run(
+			chromedp.MouseEvent(input.DispatchMouseEventTypeMousePressed, x0, y, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+			chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, (x0+x1)/2, y, chromedp.ButtonLeft),
+			chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x1, y, chromedp.ButtonLeft),
+			chromedp.MouseEvent(input.DispatchMouseEventTypeMouseReleased, x1, y, chromedp.ButtonLeft, chromedp.ClickCount(1)),
+		)
+		b.waitReady("timeline", `new URLSearchParams(location.search).get("since") !== `+fmt.Sprintf("%q", window.Get("since")))
+		var q struct{ Since, Until string }
+		b.eval(`(() => { const p = new URLSearchParams(location.search); return {since: p.get("since"), until: p.get("until")}; })()`, &q)
+		since, err1 := time.Parse(time.RFC3339Nano, q.Since)
+		until, err2 := time.Parse(time.RFC3339Nano, q.Until)
+		w0, _ := time.Parse(time.RFC3339, window.Get("since"))
+		w1, _ := time.Parse(time.RFC3339, window.Get("until"))
+		if err1 != nil || err2 != nil || !since.After(w0) || !until.Before(w1) || until.Sub(since) > w1.Sub(w0)/3 {
+			t.Errorf("after dragging across the middle fifth: since %q until %q (window %s – %s)", q.Since, q.Until, w0, w1)
+		}
+		// Back returns to the window before the zoom.
+		b.run(chromedp.NavigateBack())
+		b.waitReady("timeline", `new URLSearchParams(location.search).get("since") === `+fmt.Sprintf("%q", window.Get("since")))
 		b.checkClean()
 	})
 
