@@ -10,7 +10,6 @@ package detect_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/internal/scenariotest"
 	"github.com/auditlens/auditlens/migrations"
 	"github.com/auditlens/auditlens/store"
 )
@@ -73,29 +73,10 @@ func engine(tb testing.TB) store.Store {
 	return shared.st
 }
 
-// importTrace writes tr as an audit log file and imports it as cluster.
+// importTrace imports tr as cluster (see scenariotest.ImportTrace).
 func importTrace(tb testing.TB, st store.Store, tr scenario.Trace, cluster string) ingest.ImportStats {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "audit.log")
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := tr.WriteLog(f); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
-		ingest.ImportConfig{Cluster: cluster})
-	if err != nil {
-		tb.Fatalf("importing %s: %v", tr, err)
-	}
-	if stats.Rejected != 0 || stats.Stored != int64(len(tr.Events)) {
-		tb.Fatalf("imported %s: %d stored, %d rejected %v", tr, stats.Stored, stats.Rejected, stats.RejectSamples)
-	}
-	return stats
+	return scenariotest.ImportTrace(tb, st, tr, cluster)
 }
 
 // span is the window of a whole import.

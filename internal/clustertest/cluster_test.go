@@ -13,6 +13,7 @@ import (
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/internal/scenariotest"
 	"github.com/auditlens/auditlens/internal/storetest"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
@@ -210,30 +211,10 @@ func TestClusterShape(t *testing.T) {
 	})
 }
 
-// importTrace writes tr as an audit log file and imports it as cluster,
-// as `auditlens import` does.
+// importTrace imports tr as cluster (see scenariotest.ImportTrace).
 func importTrace(tb testing.TB, st store.Store, tr scenario.Trace, cluster string) ingest.ImportStats {
 	tb.Helper()
-	path := filepath.Join(tb.TempDir(), "audit.log")
-	f, err := os.Create(path)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := tr.WriteLog(f); err != nil {
-		tb.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
-		ingest.ImportConfig{Cluster: cluster})
-	if err != nil {
-		tb.Fatalf("importing %s: %v", tr, err)
-	}
-	if stats.Rejected != 0 || stats.Stored != int64(len(tr.Events)) {
-		tb.Fatalf("imported %s: %d stored, %d rejected %v", tr, stats.Stored, stats.Rejected, stats.RejectSamples)
-	}
-	return stats
+	return scenariotest.ImportTrace(tb, st, tr, cluster)
 }
 
 func evaluate(tb testing.TB, d detect.Detector, q detect.Querier, w detect.Window) []detect.Finding {
