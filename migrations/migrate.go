@@ -399,11 +399,35 @@ var shardKeys = map[string]string{
 	"schema_migrations": "version",
 }
 
+// alterLocal finds an ALTER of a local table; columnClause, whether it
+// changes columns.
+var (
+	alterLocal   = regexp.MustCompile(`(?m)^ALTER TABLE (\S*?)(\w+)_local(\s)`)
+	columnClause = regexp.MustCompile(`\b(ADD|DROP|MODIFY|RENAME|COMMENT) COLUMN\b`)
+)
+
 // withDistributed returns stmt and, on a cluster, the Distributed table in
-// front of each local table it creates.
+// front of each local table it creates, or the same column change on the
+// Distributed table in front of a local table it alters: a Distributed
+// table has its own column list, copied from the local table when it was
+// created, and a column it does not list can be neither written nor read
+// through it. Other alterations (indexes, TTL, settings) concern only the
+// local table.
 func (t *templater) withDistributed(stmt string) ([]string, error) {
 	if t.cfg.Cluster == "" {
 		return []string{stmt}, nil
+	}
+	if a := alterLocal.FindStringSubmatchIndex(stmt); a != nil {
+		if !columnClause.MatchString(stmt) {
+			return []string{stmt}, nil
+		}
+		table := stmt[a[4]:a[5]]
+		if _, ok := shardKeys[table]; !ok {
+			return nil, fmt.Errorf("table %s has no sharding key in shardKeys", table)
+		}
+		// From the ALTER line on: the comments before it were shown once.
+		dist := "ALTER TABLE " + stmt[a[2]:a[3]] + table + stmt[a[6]:a[7]] + stmt[a[1]:]
+		return []string{stmt, dist}, nil
 	}
 	m := createLocal.FindStringSubmatch(stmt)
 	if m == nil {

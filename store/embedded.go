@@ -209,6 +209,7 @@ func stmtHead(sql string) string {
 // encoding is for (checked against the migration by a test).
 var rowBinaryColumns = [...]struct{ name, typ string }{
 	{"cluster", "LowCardinality(String)"},
+	{"apiserver", "LowCardinality(String)"},
 	{"ts", "DateTime64(6, 'UTC')"},
 	{"received_at", "DateTime64(6, 'UTC')"},
 	{"audit_id", "String"},
@@ -262,6 +263,7 @@ const maxPooledBatch = 64 << 20
 // row always encodes the same).
 func appendRowBinary(b []byte, r *Row) []byte {
 	b = rbString(b, r.Cluster)
+	b = rbString(b, r.APIServer)
 	b = rbTime(b, r.Time)
 	b = rbTime(b, r.ReceivedAt)
 	b = rbString(b, r.AuditID)
@@ -304,13 +306,13 @@ func appendRowBinary(b []byte, r *Row) []byte {
 // batch buffer is allocated once: the strings, up to 3 bytes of length
 // each (10 for the raw event), and the fixed-size columns.
 func rowBinarySize(r *Row) int {
-	n := len(r.Cluster) + len(r.AuditID) + len(r.Stage) + len(r.Level) + len(r.Verb) +
+	n := len(r.Cluster) + len(r.APIServer) + len(r.AuditID) + len(r.Stage) + len(r.Level) + len(r.Verb) +
 		len(r.RequestURI) + len(r.User) + len(r.ImpersonatedUser) + len(r.UserAgent) +
 		len(r.SourceIP) + len(r.Resource) + len(r.Subresource) + len(r.APIGroup) +
 		len(r.APIVersion) + len(r.Namespace) + len(r.Name) + len(r.ObjectRV) +
 		len(r.ObjectUID) + len(r.ResponseRV) + len(r.RequestedRV) + len(r.RVMatch) +
 		len(r.LabelSelector) + len(r.FieldSelector) + len(r.Continue) + len(r.Raw)
-	n += 24*3 + 10 + 2*8 + 8 + 2*4 + 1 + 2*10 // string lengths, raw's, times, limit, ints, bool, counts
+	n += 25*3 + 10 + 2*8 + 8 + 2*4 + 1 + 2*10 // string lengths, raw's, times, limit, ints, bool, counts
 	for _, g := range r.Groups {
 		n += 3 + len(g)
 	}

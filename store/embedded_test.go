@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"text/template"
 	"time"
 
 	"github.com/auditlens/auditlens/store/chdb"
@@ -54,35 +53,19 @@ func embCompareGolden(t *testing.T, name string, got []byte) {
 	}
 }
 
-// embRenderMigration fills the first migration's template for one node:
-// no database prefix, cluster, TTL or replication.
+// embRenderMigration returns the statements that create audit_events as
+// the migrations leave it (renderAuditEventsDDL), as one text: the
+// embedded engine runs several statements separated by semicolons.
 func embRenderMigration(t testing.TB) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "migrations", "0001_audit_events.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := template.New("0001").Parse(string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	if err := tmpl.Execute(&out, embMigrationData{}); err != nil {
-		t.Fatalf("rendering 0001_audit_events.sql (template changed?): %v", err)
-	}
-	return out.String()
+	return strings.Join(renderAuditEventsDDL(t), ";\n")
 }
-
-type embMigrationData struct{ DB, Local, OnCluster, TTLSettings string }
-
-func (embMigrationData) Engine(name string, _ ...string) string { return name }
-func (embMigrationData) TTL(string) string                      { return "" }
 
 // embTestRows are two events: a typical one and one of edge values.
 func embTestRows() []Row {
 	return []Row{
 		{
-			Cluster: "prod-eu", AuditID: "4d2e4b1c-3a5f-4b8e-9c1d-0e2f3a4b5c6d", Stage: "ResponseComplete",
+			Cluster: "prod-eu", APIServer: "apiserver-2", AuditID: "4d2e4b1c-3a5f-4b8e-9c1d-0e2f3a4b5c6d", Stage: "ResponseComplete",
 			Level: "Metadata", Verb: "watch",
 			RequestURI: "/api/v1/namespaces/kube-system/pods?allowWatchBookmarks=true&resourceVersion=123&timeoutSeconds=300&watch=true",
 			Time:       time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC),
@@ -192,6 +175,7 @@ func TestEmbeddedAppendRowBinary(t *testing.T) {
 	}
 	var want []byte
 	want = append(want, 1, 'c')                                                    // cluster
+	want = append(want, 0)                                                         // apiserver
 	want = binary.LittleEndian.AppendUint64(want, 0x0102030405)                    // ts
 	want = binary.LittleEndian.AppendUint64(want, 0)                               // received_at: zero → epoch
 	want = append(want, 0, 0, 0, 0, 0)                                             // audit_id … request_uri

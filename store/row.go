@@ -7,6 +7,7 @@ import "time"
 // engines write them. Field comments name the column.
 type Row struct {
 	Cluster          string            // cluster: the sender, from the URL path, token or certificate
+	APIServer        string            // apiserver: which kube-apiserver of the cluster sent it; "" when not said
 	AuditID          string            // audit_id
 	Stage            string            // stage: RequestReceived, ResponseStarted, ResponseComplete, Panic
 	Level            string            // level: Metadata, Request, RequestResponse
@@ -43,6 +44,9 @@ type Row struct {
 
 // Key identifies an event across retries and re-imports: the apiserver
 // sends the same (auditID, stage) again when a webhook batch is retried.
+// APIServer is not part of it: one request is audited by the one apiserver
+// that served it, and an event re-imported from a file without the
+// apiserver's name is still the same event.
 type Key struct {
 	Cluster string
 	AuditID string

@@ -388,7 +388,7 @@ func dedupToken(rows []Row) string {
 // insertColumns are the audit_events columns Insert writes, in the order
 // of insertBatch.values.
 var insertColumns = [...]string{
-	"cluster", "ts", "received_at", "audit_id", "stage", "level", "verb", "request_uri",
+	"cluster", "apiserver", "ts", "received_at", "audit_id", "stage", "level", "verb", "request_uri",
 	"user", "user_groups", "impersonated_user", "user_agent", "source_ip",
 	"resource", "subresource", "api_group", "api_version", "namespace", "name",
 	"object_rv", "object_uid", "code", "response_rv", "watch",
@@ -401,7 +401,8 @@ var insertSQL = "INSERT INTO audit_events (" + strings.Join(insertColumns[:], ",
 // insertBatch holds rows as columns, one slice per column, for the
 // columnar appends of clickhouse-go.
 type insertBatch struct {
-	cluster, auditID, stage, level, verb, requestURI, user         []string
+	cluster, apiServer, auditID, stage, level, verb, requestURI    []string
+	user                                                           []string
 	impersonatedUser, userAgent, sourceIP, resource, subresource   []string
 	apiGroup, apiVersion, namespace, name, objectRV, objectUID     []string
 	responseRV, requestedRV, rvMatch, labelSelector, fieldSelector []string
@@ -427,7 +428,7 @@ func putInsertColumns(b *insertBatch) {
 // stringColumns returns the string columns, for reset.
 func (b *insertBatch) stringColumns() []*[]string {
 	return []*[]string{
-		&b.cluster, &b.auditID, &b.stage, &b.level, &b.verb, &b.requestURI, &b.user,
+		&b.cluster, &b.apiServer, &b.auditID, &b.stage, &b.level, &b.verb, &b.requestURI, &b.user,
 		&b.impersonatedUser, &b.userAgent, &b.sourceIP, &b.resource, &b.subresource,
 		&b.apiGroup, &b.apiVersion, &b.namespace, &b.name, &b.objectRV, &b.objectUID,
 		&b.responseRV, &b.requestedRV, &b.rvMatch, &b.labelSelector, &b.fieldSelector,
@@ -455,6 +456,7 @@ func (b *insertBatch) appendRows(rows []Row) {
 	for i := range rows {
 		r := &rows[i]
 		b.cluster = append(b.cluster, r.Cluster)
+		b.apiServer = append(b.apiServer, r.APIServer)
 		b.ts = append(b.ts, r.Time)
 		b.receivedAt = append(b.receivedAt, r.ReceivedAt)
 		b.auditID = append(b.auditID, r.AuditID)
@@ -493,7 +495,7 @@ func (b *insertBatch) appendRows(rows []Row) {
 // values returns the columns in insertColumns order.
 func (b *insertBatch) values() []any {
 	return []any{
-		b.cluster, b.ts, b.receivedAt, b.auditID, b.stage, b.level, b.verb, b.requestURI,
+		b.cluster, b.apiServer, b.ts, b.receivedAt, b.auditID, b.stage, b.level, b.verb, b.requestURI,
 		b.user, b.groups, b.impersonatedUser, b.userAgent, b.sourceIP,
 		b.resource, b.subresource, b.apiGroup, b.apiVersion, b.namespace, b.name,
 		b.objectRV, b.objectUID, b.code, b.responseRV, b.watch,

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,7 +20,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"text/template"
 	"time"
 
 	chproto "github.com/ClickHouse/ch-go/proto"
@@ -441,44 +439,17 @@ func TestServerInsertColumnsMatchMigration(t *testing.T) {
 	}
 }
 
-type srvTableColumn struct{ name, typ string }
-
-// srvMigrationColumns reads the column names and types of audit_events from
-// the first migration.
-func srvMigrationColumns(t *testing.T) []srvTableColumn {
+// srvMigrationColumns reads the column names and types of audit_events
+// from the migrations.
+func srvMigrationColumns(t *testing.T) []tableColumn {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "migrations", "0001_audit_events.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cols []srvTableColumn
-	in := false
-	for sc := bufio.NewScanner(bytes.NewReader(data)); sc.Scan(); {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "(":
-			in = true
-			continue
-		case !in:
-			continue
-		case line == ")" || strings.HasPrefix(line, "INDEX "):
-			return cols
-		}
-		name, typ, _ := strings.Cut(line, " ")
-		typ = strings.TrimSuffix(strings.TrimSpace(typ), ",")
-		if i := strings.Index(typ, " CODEC("); i >= 0 {
-			typ = typ[:i]
-		}
-		cols = append(cols, srvTableColumn{name, typ})
-	}
-	t.Fatal("no column list in 0001_audit_events.sql")
-	return nil
+	return auditEventsColumns(t)
 }
 
 func srvTestRows() []Row {
 	return []Row{
 		{
-			Cluster: "prod-eu", AuditID: "4d2e4b1c-3a5f-4b8e-9c1d-0e2f3a4b5c6d", Stage: "ResponseComplete",
+			Cluster: "prod-eu", APIServer: "apiserver-2", AuditID: "4d2e4b1c-3a5f-4b8e-9c1d-0e2f3a4b5c6d", Stage: "ResponseComplete",
 			Level: "Metadata", Verb: "watch",
 			RequestURI:       "/api/v1/namespaces/kube-system/pods?allowWatchBookmarks=true&resourceVersion=123&timeoutSeconds=300&watch=true",
 			Time:             time.Date(2025, 3, 4, 5, 6, 7, 123456000, time.UTC),
@@ -1056,8 +1027,10 @@ func TestServerIntegration(t *testing.T) {
 	})
 
 	t.Run("InsertSelect", func(t *testing.T) {
-		if err := s.Exec(ctx, srvRenderMigration(t), nil); err != nil {
-			t.Fatal(err)
+		for _, stmt := range srvRenderMigration(t) {
+			if err := s.Exec(ctx, stmt, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
 		rows := srvTestRows()
 		if err := s.Insert(ctx, rows); err != nil {
@@ -1224,29 +1197,13 @@ func srvNormalizeNumbers(v any) any {
 	return v
 }
 
-// srvRenderMigration fills the first migration's template for one server,
-// without cluster, TTL or replication.
-func srvRenderMigration(t *testing.T) string {
+// srvRenderMigration returns the statements that create audit_events as
+// the migrations leave it, for one server: a server runs one statement
+// per request.
+func srvRenderMigration(t *testing.T) []string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "migrations", "0001_audit_events.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := template.New("m").Parse(string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	if err := tmpl.Execute(&out, srvMigrationData{}); err != nil {
-		t.Fatalf("rendering 0001_audit_events.sql (template changed?): %v", err)
-	}
-	return out.String()
+	return renderAuditEventsDDL(t)
 }
-
-type srvMigrationData struct{ DB, Local, OnCluster, TTLSettings string }
-
-func (srvMigrationData) Engine(name string) string { return name }
-func (srvMigrationData) TTL(string) string         { return "" }
 
 // ---- benchmarks ----
 
