@@ -95,6 +95,9 @@ type Subjects struct {
 	// Iterations counts the loop's turns: the watch restarts that were
 	// followed by churn.
 	Iterations int `json:"iterations,omitempty"`
+	// APIServers are the user agents of the cluster's kube-apiservers
+	// (their versions), as their own requests showed them.
+	APIServers []string `json:"apiservers,omitempty"`
 }
 
 // Object names one API object.

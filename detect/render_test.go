@@ -136,7 +136,7 @@ func TestWatchLoopDescribe(t *testing.T) {
 		t.Errorf("confidence %v, want 0.75", f.Confidence)
 	}
 	for _, want := range []string{"restarted its watch of services 2 times from the same resourceVersion 1200",
-		"resourceVersion 4815000", "default/api, web/frontend", "(2 delete→create pairs)"} {
+		"resourceVersion 4815000", "default/api, web/frontend", "(2 deletes, 2 re-created)"} {
 		if !strings.Contains(f.Summary, want) {
 			t.Errorf("summary lacks %q:\n%s", want, f.Summary)
 		}

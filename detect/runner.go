@@ -40,6 +40,10 @@ type RunnerConfig struct {
 	Logger *slog.Logger
 	// Metrics, when set, count evaluations (see NewMetrics).
 	Metrics *Metrics
+	// State, when set, is where Stateful detectors remember what earlier
+	// evaluations saw (serve, detect and import pass the Repository);
+	// without it each evaluation sees only its window.
+	State StateStore
 }
 
 func (c *RunnerConfig) setDefaults() {
@@ -133,7 +137,13 @@ func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 // runDetector evaluates one detector and stores what changed; it returns
 // the number of findings stored.
 func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Result) (int, error) {
-	found, err := d.Evaluate(ctx, r.q, w)
+	var found []Finding
+	var err error
+	if sd, ok := d.(Stateful); ok && r.cfg.State != nil {
+		found, err = sd.EvaluateState(ctx, r.q, r.cfg.State, w)
+	} else {
+		found, err = d.Evaluate(ctx, r.q, w)
+	}
 	if err != nil {
 		return 0, err
 	}

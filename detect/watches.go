@@ -1,6 +1,7 @@
 package detect
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strconv"
@@ -46,66 +47,129 @@ func (w watchStart) evidence(c client, rv, role string) Evidence {
 	}
 }
 
+// reflector is one program's watch of one resource: what stays the same
+// across the program's watch restarts, its reconnects through a load
+// balancer (whose source NAT changes the address) and its leader changes
+// (a new kube-controller-manager instance is the same program). Program is
+// the user agent's product ("kube-controller-manager"), or the user when
+// there is no user agent. Instance tells apart reflectors that share all
+// the rest: the loopback informers of several kube-apiservers
+// (system:apiserver) are one reflector per apiserver. Ident is the
+// engine's hash of all of it.
+type reflector struct {
+	Cluster       string `json:"cluster"`
+	Ident         string `json:"ident"`
+	User          string `json:"user"`
+	Program       string `json:"program"`
+	Instance      string `json:"instance,omitempty"`
+	APIGroup      string `json:"api_group"`
+	Resource      string `json:"resource"`
+	Namespace     string `json:"namespace"`
+	LabelSelector string `json:"label_selector"`
+	FieldSelector string `json:"field_selector"`
+}
+
+// programSQL is programName in SQL: the user agent's product, the whole
+// user agent when it has none, or the user when there is no user agent.
+const programSQL = `multiIf(position(user_agent, '/') > 1, substring(user_agent, 1, position(user_agent, '/') - 1), user_agent != '', toString(user_agent), toString(user))`
+
+// instanceSQL names the instance of a loopback reflector: the kube-apiserver
+// that runs it (the apiserver column, named by the webhook's path, token or
+// certificate), and its address.
+const instanceSQL = `if(user = 'system:apiserver', concat(toString(apiserver), '|', toString(source_ip)), '')`
+
 // watchStartsSQL selects the watches in a window, one row per watch
 // (audit ID): the request's stages are grouped, its start is the request
 // received time (stageTimestamp of RequestReceived, or the
 // requestReceivedTimestamp every stage carries, so a watch whose
-// RequestReceived stage the policy omitted still counts once). The outer
-// query groups the watches by client and requested resourceVersion.
+// RequestReceived stage the policy omitted still counts once). Watches
+// that failed (a 4xx or 5xx code) did not restart anything, and a
+// watch-list (sendInitialEvents=true) is a relist: both are left out. The
+// outer query groups the watches by reflector and requested
+// resourceVersion, and keeps the groups that can hold enough restarts, or
+// that the detector remembers ({known}: "ident/rv").
 //
 // Aliases differ from column names: ClickHouse resolves aliases in WHERE.
 // Grouping by audit ID collapses duplicate rows as FINAL would, so the
 // query reads without it.
-const watchStartsSQL = `SELECT cluster, w_user AS user, w_user_agent AS user_agent, w_source_ip AS source_ip,
-       w_api_group AS api_group, w_resource AS resource, w_namespace AS namespace,
-       w_label_selector AS label_selector, w_field_selector AS field_selector, w_rv AS rv,
+const watchStartsSQL = `SELECT cluster, toString(w_ident) AS ident, any(w_user) AS user, any(w_program) AS program, any(w_instance) AS instance,
+       any(w_api_group) AS api_group, any(w_resource) AS resource, any(w_namespace) AS namespace,
+       any(w_label_selector) AS label_selector, any(w_field_selector) AS field_selector, w_rv AS rv,
+       argMax(w_user_agent, w_start) AS user_agent, arraySort(groupUniqArray(16)(w_source_ip)) AS source_ips,
        groupArray(audit_id) AS ids, groupArray(w_start) AS starts, groupArray(w_stage) AS stages,
        groupArray(w_uri) AS uris, groupArray(w_code) AS codes
 FROM (
-    SELECT cluster, audit_id,
-           any(user) AS w_user, any(user_agent) AS w_user_agent, any(source_ip) AS w_source_ip,
+    SELECT cluster, audit_id, any(r_ident) AS w_ident,
+           any(user) AS w_user, any(r_program) AS w_program, any(r_instance) AS w_instance,
+           any(toString(user_agent)) AS w_user_agent, any(toString(source_ip)) AS w_source_ip,
            any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
            any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
            min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
            argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code
-    FROM audit_events
-    WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
-      AND req_rv != '' AND req_rv != '0'
+    FROM (
+        SELECT *, ` + programSQL + ` AS r_program, ` + instanceSQL + ` AS r_instance,
+               cityHash64(user, r_program, api_group, resource, namespace, label_selector, field_selector, r_instance) AS r_ident
+        FROM audit_events
+        WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
+          AND req_rv != '' AND req_rv != '0'
+    )
     GROUP BY cluster, audit_id
+    HAVING (w_code = 0 OR (w_code >= 200 AND w_code < 300))
+       AND extractURLParameter(w_uri, 'sendInitialEvents') != 'true'
 )
-GROUP BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, rv
-HAVING count() >= {min_watches:UInt32} AND max(w_start) - min(w_start) >= {min_span:Int64}`
+GROUP BY cluster, w_ident, w_rv
+HAVING (count() >= {min_watches:UInt32} AND max(w_start) - min(w_start) >= {min_span:Int64})
+    OR concat(toString(w_ident), '/', w_rv) IN {known:Array(String)}`
 
 type watchGroupRow struct {
-	client
-	RV     string   `json:"rv"`
-	IDs    []string `json:"ids"`
-	Starts []int64  `json:"starts"`
-	Stages []string `json:"stages"`
-	URIs   []string `json:"uris"`
-	Codes  []int32  `json:"codes"`
+	reflector
+	RV        string   `json:"rv"`
+	UserAgent string   `json:"user_agent"`
+	SourceIPs []string `json:"source_ips"`
+	IDs       []string `json:"ids"`
+	Starts    []int64  `json:"starts"`
+	Stages    []string `json:"stages"`
+	URIs      []string `json:"uris"`
+	Codes     []int32  `json:"codes"`
 }
 
-// watchGroup is the watches of one client from one resourceVersion, by
+// watchGroup is the watches of one reflector from one resourceVersion, by
 // time.
 type watchGroup struct {
-	client
-	RV      string
-	Watches []watchStart
+	reflector
+	RV        string
+	UserAgent string   // the newest
+	SourceIPs []string // where the watches came from (up to 16)
+	Watches   []watchStart
+}
+
+func (g watchGroup) key() string { return stateKey(g.Cluster, g.Ident, g.RV) }
+
+// client is the reflector as the evidence and the regression detector
+// name it.
+func (g watchGroup) client() client {
+	c := client{Cluster: g.Cluster, User: g.User, UserAgent: g.UserAgent, APIGroup: g.APIGroup, Resource: g.Resource,
+		Namespace: g.Namespace, LabelSelector: g.LabelSelector, FieldSelector: g.FieldSelector}
+	if len(g.SourceIPs) == 1 {
+		c.SourceIP = g.SourceIPs[0]
+	}
+	return c
 }
 
 // selectWatchGroups returns the groups of at least minWatches watches of
 // resources from one resourceVersion ("" and "0", which mean "any", are
-// left out) whose starts span at least minSpan: minWatches restarts at
+// left out) whose starts span at least minSpan — minWatches restarts at
 // least spacing apart span (minWatches-1)*spacing, so groups that cannot
-// hold them (a burst of retries) are left in the engine.
-func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minWatches int, spacing time.Duration) ([]watchGroup, error) {
+// hold them (a burst of retries) are left in the engine — and the groups
+// named in known ("ident/rv") whatever their size.
+func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minWatches int, spacing time.Duration, known []string) ([]watchGroup, error) {
 	p := store.Params{"resources": arrayParam(resources), "min_watches": itoa(minWatches),
-		"min_span": strconv.FormatInt(int64(max(minWatches-1, 0))*spacing.Microseconds(), 10)}
+		"min_span": strconv.FormatInt(int64(max(minWatches-1, 0))*spacing.Microseconds(), 10),
+		"known":    arrayParam(known)}
 	sql := strings.Replace(watchStartsSQL, "%WINDOW%", windowParams(w, p), 1)
 	var out []watchGroup
 	err := selectRows(ctx, q, "watch starts", sql, p, func(r watchGroupRow) error {
-		g := watchGroup{client: r.client, RV: r.RV}
+		g := watchGroup{reflector: r.reflector, RV: r.RV, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}
 		for i := range r.IDs {
 			g.Watches = append(g.Watches, watchStart{AuditID: r.IDs[i], Stage: at(r.Stages, i),
 				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i)})
@@ -120,19 +184,12 @@ func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []str
 		return nil
 	})
 	// Deterministic order, whatever order the engine grouped in.
-	slices.SortFunc(out, func(a, b watchGroup) int { return compareClientRV(a.client, a.RV, b.client, b.RV) })
+	slices.SortFunc(out, func(a, b watchGroup) int {
+		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.User, b.User), strings.Compare(a.Program, b.Program),
+			strings.Compare(a.Resource, b.Resource), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Ident, b.Ident),
+			strings.Compare(a.RV, b.RV))
+	})
 	return out, err
-}
-
-func compareClientRV(a client, arv string, b client, brv string) int {
-	for _, pair := range [][2]string{{a.Cluster, b.Cluster}, {a.User, b.User}, {a.UserAgent, b.UserAgent},
-		{a.SourceIP, b.SourceIP}, {a.APIGroup, b.APIGroup}, {a.Resource, b.Resource}, {a.Namespace, b.Namespace},
-		{a.LabelSelector, b.LabelSelector}, {a.FieldSelector, b.FieldSelector}, {arv, brv}} {
-		if c := strings.Compare(pair[0], pair[1]); c != 0 {
-			return c
-		}
-	}
-	return 0
 }
 
 // bursts splits watch times (sorted) into restarts: a watch started less

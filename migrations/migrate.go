@@ -387,7 +387,8 @@ var createLocal = regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS (\S*?)(\w+
 //     (optimize_skip_unused_shards).
 //
 // findings and reports: cityHash64(id), their ReplacingMergeTree row
-// identity, so every version of a finding or report is on one shard.
+// identity, so every version of a finding or report is on one shard;
+// detector_state likewise by its row identity (detector, cluster, key).
 // schema_migrations: the version.
 //
 // Placement holds only for rows written through the Distributed tables;
@@ -396,6 +397,7 @@ var shardKeys = map[string]string{
 	"audit_events":      "cityHash64(cluster, audit_id)",
 	"findings":          "cityHash64(id)",
 	"reports":           "cityHash64(id)",
+	"detector_state":    "cityHash64(detector, cluster, key)",
 	"schema_migrations": "version",
 }
 

@@ -60,7 +60,7 @@ func TestClusterCreatesDistributedTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := strings.Join(stmts, "\n")
-	for _, table := range []string{"audit_events", "findings", "reports"} {
+	for _, table := range []string{"audit_events", "findings", "reports", "detector_state"} {
 		if !strings.Contains(text, "CREATE TABLE IF NOT EXISTS "+table+"_local ON CLUSTER `c1`") {
 			t.Errorf("no replicated local table for %s", table)
 		}
@@ -239,7 +239,7 @@ func TestApplyOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(tables, " ")
-	for _, want := range []string{"audit_events", "findings", "reports", "schema_migrations"} {
+	for _, want := range []string{"audit_events", "findings", "reports", "detector_state", "schema_migrations"} {
 		if !strings.Contains(joined, `"`+want+`"`) {
 			t.Errorf("table %s missing from %s", want, joined)
 		}

@@ -36,8 +36,9 @@ func startDetectors(st store.Store, df detectFlags, log *slog.Logger, reg promet
 		log.Info("detectors off (--detect=false)")
 		return func() {}, nil
 	}
-	r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{
-		Interval: df.interval, Window: df.window, Logger: log, Metrics: detect.NewMetrics(reg),
+	repo := detect.NewRepository(st, nil)
+	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{
+		Interval: df.interval, Window: df.window, Logger: log, Metrics: detect.NewMetrics(reg), State: repo,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -58,7 +59,8 @@ func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []st
 	if err != nil {
 		return detect.Result{}, err
 	}
-	r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{Detectors: ds, Logger: log})
+	repo := detect.NewRepository(st, nil)
+	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{Detectors: ds, Logger: log, State: repo})
 	if err != nil {
 		return detect.Result{}, err
 	}

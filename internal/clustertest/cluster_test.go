@@ -40,7 +40,7 @@ func TestClusterShape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tb := range []string{"audit_events", "findings", "reports"} {
+		for _, tb := range []string{"audit_events", "findings", "reports", "detector_state"} {
 			if engines[tb] != "Distributed" || engines[tb+"_local"] != "ReplacingMergeTree" {
 				t.Errorf("%s is %q over %q, want Distributed over ReplacingMergeTree", tb, engines[tb], engines[tb+"_local"])
 			}

@@ -83,11 +83,12 @@ type Loop struct {
 	ResourceVersion string
 	// Objects are the churned Endpoints, "namespace/name", sorted.
 	Objects []string
-	// Iterations counts the restarts followed by a complete
-	// delete→create pair.
+	// Iterations counts the restarts followed by churn: Endpoints
+	// deleted (and usually re-created) right after them.
 	Iterations int
-	// ChurnAfter maps the audit ID of each Endpoints delete and create of
-	// a pair to the audit ID of the watch restart that caused it.
+	// ChurnAfter maps the audit ID of each churned Endpoints delete, and
+	// of its re-create when the trace holds it, to the audit ID of the
+	// watch restart that caused it.
 	ChurnAfter map[string]string
 }
 

@@ -234,7 +234,8 @@ func (s *sim) startup() time.Time { return s.t0.Add(s.between(0, s.scale.Restart
 // end: node status every 10 s, worker pods replaced every third of a
 // restart period with their Endpoints updated, events, and the informers
 // of kube-controller-manager and kube-scheduler on pods, nodes, endpoints,
-// configmaps and namespaces. Informers on Services are the scenario's.
+// configmaps and namespaces, and the apiserver's own reads of
+// default/kubernetes. Informers on Services are the scenario's.
 func (s *sim) background() {
 	for i := range nodeCount {
 		kl := s.kubelet(i)
@@ -274,6 +275,14 @@ func (s *sim) background() {
 		{c: sched, res: "nodes", rvAt: s.follow("nodes")},
 	} {
 		s.run(r, s.startup(), s.end)
+	}
+	// The apiserver's own endpoint reconciler reads default/kubernetes
+	// every 10 s: its user agent names the apiserver's version.
+	api := s.apiserver()
+	for t := s.t0.Add(s.between(0, 10*time.Second)); t.Before(s.end); t = t.Add(10 * time.Second) {
+		s.do(t, s.between(time.Millisecond, 3*time.Millisecond), request{c: api, verb: "get", uri: "/api/v1/namespaces/default/endpoints/kubernetes",
+			ref:   auditv1.ObjectReference{Resource: "endpoints", Namespace: "default", Name: "kubernetes", APIVersion: "v1"},
+			level: auditv1.LevelMetadata, status: &metav1.Status{Code: 200}})
 	}
 }
 
@@ -321,20 +330,25 @@ func buildIncident(s *sim, recreateShop bool) {
 		// are already gone (404).
 		d := t.Add(s.between(200*time.Millisecond, 2*time.Second))
 		s.write(d, epc, "delete", endpoints, "default", "tmp-1", false)
-		complete := false
+		followed := false
 		for _, i := range s.rng.Perm(len(churned)) {
 			ns, name := churned[i][0], churned[i][1]
 			d = d.Add(s.between(20*time.Millisecond, 400*time.Millisecond))
 			delID, _ := s.write(d, epc, "delete", endpoints, ns, name, true)
 			c := d.Add(s.between(s.scale.RecreateMin, s.scale.RecreateMax))
 			createID, _ := s.write(c, epc, "create", endpoints, ns, name, true)
-			if c.Add(100 * time.Millisecond).Before(s.end) {
-				loop.ChurnAfter[delID], loop.ChurnAfter[createID] = watchID, watchID
+			// The delete is the harm, whether or not the trace holds the
+			// re-create.
+			if d.Add(100 * time.Millisecond).Before(s.end) {
+				loop.ChurnAfter[delID] = watchID
 				loop.Objects = append(loop.Objects, ns+"/"+name)
-				complete = true
+				followed = true
+			}
+			if c.Add(100 * time.Millisecond).Before(s.end) {
+				loop.ChurnAfter[createID] = watchID
 			}
 		}
-		if complete {
+		if followed {
 			loop.Iterations++
 		}
 		if recreateShop && iteration == 4 {

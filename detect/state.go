@@ -1,0 +1,89 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// StateRecord is one thing a stateful detector remembers between
+// evaluations: a JSON body under (detector, cluster, key). LastSeen is
+// when what it describes was last seen; records not seen for a long time
+// are not loaded again (see StateStore.LoadState).
+type StateRecord struct {
+	Detector string
+	Cluster  string
+	Key      string
+	LastSeen time.Time
+	Body     json.RawMessage
+}
+
+// StateStore keeps stateful detectors' records; *Repository is one, over
+// the detector_state table.
+type StateStore interface {
+	// LoadState returns the newest version of the detector's records in
+	// the clusters (all when empty) last seen at or after since.
+	LoadState(ctx context.Context, detector string, clusters []string, since time.Time) ([]StateRecord, error)
+	// SaveState stores a new version of each record.
+	SaveState(ctx context.Context, recs []StateRecord) error
+}
+
+// Stateful is implemented by detectors that remember what earlier
+// evaluations saw, so that an incident running for days stays one finding
+// whose counts and last_seen keep growing, whatever window shows it. The
+// Runner calls EvaluateState instead of Evaluate when it has a StateStore;
+// Evaluate alone sees only its window.
+type Stateful interface {
+	EvaluateState(ctx context.Context, q Querier, st StateStore, w Window) ([]Finding, error)
+}
+
+const saveStateSQL = `INSERT INTO detector_state (detector, cluster, key, last_seen, updated_at, body)
+VALUES ({detector:String}, {cluster:String}, {key:String}, {last_seen:DateTime64(6, 'UTC')}, {updated_at:DateTime64(6, 'UTC')}, {body:String})`
+
+// SaveState implements StateStore: each record is a new version, stamped
+// like findings so that versions never tie.
+func (r *Repository) SaveState(ctx context.Context, recs []StateRecord) error {
+	for _, rec := range recs {
+		p := store.Params{
+			"detector":   stringParam(rec.Detector),
+			"cluster":    stringParam(rec.Cluster),
+			"key":        stringParam(rec.Key),
+			"last_seen":  timeParam(rec.LastSeen),
+			"updated_at": timeParam(r.stamp()),
+			"body":       stringParam(string(rec.Body)),
+		}
+		if err := r.st.Exec(ctx, saveStateSQL, p); err != nil {
+			return fmt.Errorf("storing %s state %s/%s: %w", rec.Detector, rec.Cluster, rec.Key, err)
+		}
+	}
+	return nil
+}
+
+// LoadState implements StateStore. A newer version only moves last_seen
+// forward, so filtering versions by last_seen before argMax is safe.
+func (r *Repository) LoadState(ctx context.Context, detector string, clusters []string, since time.Time) ([]StateRecord, error) {
+	p := store.Params{"detector": stringParam(detector), "since": timeParam(since)}
+	cond := "detector = {detector:String} AND last_seen >= {since:DateTime64(6, 'UTC')}"
+	if len(clusters) > 0 {
+		p["clusters"] = arrayParam(clusters)
+		cond += " AND cluster IN {clusters:Array(String)}"
+	}
+	sql := `SELECT cluster, key, toUnixTimestamp64Micro(argMax(last_seen, updated_at)) AS last_seen, argMax(body, updated_at) AS body
+FROM detector_state WHERE ` + cond + `
+GROUP BY cluster, key ORDER BY cluster, key`
+	var out []StateRecord
+	err := selectRows(ctx, r.st, detector+" state", sql, p, func(row struct {
+		Cluster  string `json:"cluster"`
+		Key      string `json:"key"`
+		LastSeen int64  `json:"last_seen"`
+		Body     string `json:"body"`
+	}) error {
+		out = append(out, StateRecord{Detector: detector, Cluster: row.Cluster, Key: row.Key,
+			LastSeen: micros(row.LastSeen), Body: json.RawMessage(row.Body)})
+		return nil
+	})
+	return out, err
+}
