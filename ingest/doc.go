@@ -3,13 +3,20 @@
 // Events arrive two ways:
 //
 //   - Webhook: kube-apiserver's webhook backend POSTs audit.k8s.io/v1 (or,
-//     on old clusters, v1beta1) EventList batches, 400 events by default, to
-//     /audit/{cluster}. The apiserver retries any non-2xx answer or timeout
-//     and drops events when its buffer fills, so the receiver must answer
-//     fast and never push back.
+//     on old clusters, v1beta1 or 1.7's v1alpha1) EventList batches, 400
+//     events by default, to /audit/{cluster} or
+//     /audit/{cluster}/{apiserver}. The apiserver retries any non-2xx
+//     answer or timeout and drops events when its buffer fills, so the
+//     receiver must answer fast and never push back.
 //   - Import: audit log files written by the log backend, one Event per line
 //     (EventList lines captured from a webhook are accepted too), plain or
 //     gzipped.
+//
+// Events do not say who sent them: a Source (source.go) names the cluster
+// and, on an HA control plane, which of its apiservers, from the URL path,
+// a bearer token or a client certificate (Webhook.source), or import's
+// flags. Decoding tags rows with the cluster; the apiserver is set on the
+// rows after it and kept with each spool record.
 //
 // The path of a webhook batch is
 //
@@ -28,8 +35,9 @@
 //   - Spool (spool.go): the raw bytes of the good events are appended to a
 //     local, fsync'd log before the webhook answers 200. That answer is the
 //     promise to the apiserver; the store may be slow or down meanwhile.
-//   - Writer (writer.go) reads the spool in order, decodes each spooled
-//     event again (DecodeEvent), drops events whose (cluster, auditID, stage)
+//   - Writer (writer.go) reads the spool in order, takes the rows the
+//     spool still holds decoded or decodes each spooled event again
+//     (DecodeEvent), drops events whose (cluster, auditID, stage)
 //     is already stored, which is what an apiserver retry produces, inserts
 //     large batches and then checkpoints the spool.
 //   - Store is package store: the embedded engine or a ClickHouse server.

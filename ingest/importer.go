@@ -23,6 +23,10 @@ import (
 type ImportConfig struct {
 	// Cluster tags every imported event.
 	Cluster string
+	// APIServer, when set, names the kube-apiserver of the cluster that
+	// wrote the files (each apiserver of an HA control plane writes its
+	// own log); a valid name (ValidName).
+	APIServer string
 	// BatchRows is the number of rows per insert (default 50000).
 	BatchRows int
 	// OnProgress, when set, is called about every 200ms and once at the end.
@@ -118,6 +122,10 @@ func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (I
 	if cfg.Cluster == "" {
 		return ImportStats{}, errors.New("import: a cluster name is required")
 	}
+	if cfg.APIServer != "" && !ValidName(cfg.APIServer) {
+		return ImportStats{}, fmt.Errorf("import: apiserver name %q must be %s", cfg.APIServer, NameRule)
+	}
+	src := Source{Cluster: cfg.Cluster, APIServer: cfg.APIServer}
 	var st ImportStats
 	start := time.Now()
 	for _, f := range files {
@@ -184,6 +192,7 @@ func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (I
 						dec.RejectSamples = append(dec.RejectSamples, fmt.Sprintf("%s:%d: event %d (%s): %s", f, lineNo, rj.Index, rj.AuditID, rj.Reason))
 					}
 				}
+				src.tag(b.Rows)
 				for i := range b.Rows {
 					t := b.Rows[i].Time
 					if dec.First.IsZero() || t.Before(dec.First) {

@@ -156,7 +156,7 @@ func TestRunSpoolRetriesUnreachableStore(t *testing.T) {
 		for i := range b.Rows {
 			raws[i] = b.Rows[i].Raw
 		}
-		if err := sp.Append(ctx, "flaky", raws); err != nil {
+		if err := sp.Append(ctx, Source{Cluster: "flaky"}, raws); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,7 +34,10 @@ import (
 //
 // A record is: uint32 payload length, uint32 CRC-32C of the payload, uint64
 // sequence number (all little endian), then the payload: uvarint length +
-// cluster name, then for each event uvarint length + event JSON. A record
+// source, then for each event uvarint length + event JSON. The source is
+// the cluster name, or "cluster/apiserver" when the sender named its
+// apiserver (names hold no '/'; records written before apiservers were
+// named read as the cluster alone). A record
 // torn by a crash fails its length or CRC check; it was never acknowledged,
 // so it is cut off when the spool is opened.
 
@@ -66,9 +69,10 @@ type SpoolConfig struct {
 
 // Record is one acknowledged webhook batch.
 type Record struct {
-	Seq     uint64
-	Cluster string
-	Events  [][]byte
+	Seq       uint64
+	Cluster   string
+	APIServer string // "" when the sender did not name it
+	Events    [][]byte
 	// Rows are the events already decoded, when the spool still had them
 	// in memory; nil otherwise.
 	Rows []store.Row
@@ -281,31 +285,32 @@ func (s *Spool) openActive() error {
 	return nil
 }
 
-// AppendRows durably stores the raw events of decoded rows and returns once
-// they are on disk. The rows are kept in memory for the writer while the
-// cache has room.
-func (s *Spool) AppendRows(ctx context.Context, cluster string, rows []store.Row) error {
+// AppendRows durably stores the raw events of decoded rows and their
+// source, and returns once they are on disk. The rows are kept in memory
+// for the writer while the cache has room.
+func (s *Spool) AppendRows(ctx context.Context, src Source, rows []store.Row) error {
 	events := make([][]byte, len(rows))
 	for i := range rows {
 		events[i] = rows[i].Raw
 	}
-	return s.append(ctx, cluster, events, rows)
+	return s.append(ctx, src, events, rows)
 }
 
-// Append durably stores one batch of events from cluster and returns once
+// Append durably stores one batch of events from src and returns once
 // they are on disk.
-func (s *Spool) Append(ctx context.Context, cluster string, events [][]byte) error {
-	return s.append(ctx, cluster, events, nil)
+func (s *Spool) Append(ctx context.Context, src Source, events [][]byte) error {
+	return s.append(ctx, src, events, nil)
 }
 
-func (s *Spool) append(ctx context.Context, cluster string, events [][]byte, rows []store.Row) error {
-	size := binary.MaxVarintLen64 + len(cluster)
+func (s *Spool) append(ctx context.Context, src Source, events [][]byte, rows []store.Row) error {
+	source := src.String()
+	size := binary.MaxVarintLen64 + len(source)
 	for _, e := range events {
 		size += binary.MaxVarintLen64 + len(e)
 	}
 	p := make([]byte, recordHeader, recordHeader+size)
-	p = binary.AppendUvarint(p, uint64(len(cluster)))
-	p = append(p, cluster...)
+	p = binary.AppendUvarint(p, uint64(len(source)))
+	p = append(p, source...)
 	for _, e := range events {
 		p = binary.AppendUvarint(p, uint64(len(e)))
 		p = append(p, e...)
@@ -597,7 +602,7 @@ func (r *SpoolReader) Next() (rec Record, ok bool, err error) {
 			}
 			r.next = seq + 1
 			if rows := r.s.takeRows(seq); rows != nil {
-				return Record{Seq: seq, Cluster: rows[0].Cluster, Rows: rows}, true, nil
+				return Record{Seq: seq, Cluster: rows[0].Cluster, APIServer: rows[0].APIServer, Rows: rows}, true, nil
 			}
 			rec, err := decodePayload(seq, r.payload)
 			if err != nil {
@@ -620,9 +625,9 @@ func decodePayload(seq uint64, p []byte) (Record, error) {
 	rec := Record{Seq: seq}
 	n, k := binary.Uvarint(p)
 	if k <= 0 || uint64(len(p)-k) < n {
-		return rec, fmt.Errorf("spool record %d: bad cluster field", seq)
+		return rec, fmt.Errorf("spool record %d: bad source field", seq)
 	}
-	rec.Cluster = string(p[k : k+int(n)])
+	rec.Cluster, rec.APIServer, _ = strings.Cut(string(p[k:k+int(n)]), "/")
 	p = p[k+int(n):]
 	for len(p) > 0 {
 		n, k := binary.Uvarint(p)

@@ -37,7 +37,7 @@ func TestSpoolAppendReadCommitReplay(t *testing.T) {
 	pad := strings.Repeat("p", 300)
 	appendOne := func(i int) {
 		ev := [][]byte{[]byte(fmt.Sprintf(`{"n":%d,"pad":%q}`, i, pad)), []byte(`{"x":1}`)}
-		if err := sp.Append(ctx, fmt.Sprintf("c%d", i), ev); err != nil {
+		if err := sp.Append(ctx, Source{Cluster: fmt.Sprintf("c%d", i)}, ev); err != nil {
 			t.Error(err)
 		}
 	}
@@ -102,7 +102,7 @@ func TestSpoolAppendReadCommitReplay(t *testing.T) {
 	if len(segs) == 0 || len(segs) >= segsBefore {
 		t.Fatalf("segments after commit: %d, before: %d", len(segs), segsBefore)
 	}
-	if err := sp.Append(ctx, "after", [][]byte{[]byte("{}")}); err != nil {
+	if err := sp.Append(ctx, Source{Cluster: "after"}, [][]byte{[]byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	recs = readAll(t, sp.Reader())
@@ -119,7 +119,7 @@ func TestSpoolCutsTornTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if err := sp.Append(ctx, "c", [][]byte{[]byte(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+		if err := sp.Append(ctx, Source{Cluster: "c"}, [][]byte{[]byte(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestSpoolCutsTornTail(t *testing.T) {
 	if len(recs) != 3 {
 		t.Fatalf("got %d records after a torn tail, want 3", len(recs))
 	}
-	if err := sp.Append(ctx, "c", [][]byte{[]byte(`{"i":3}`)}); err != nil {
+	if err := sp.Append(ctx, Source{Cluster: "c"}, [][]byte{[]byte(`{"i":3}`)}); err != nil {
 		t.Fatal(err)
 	}
 	recs = readAll(t, sp.Reader())
@@ -160,7 +160,7 @@ func TestSpoolAppendAfterClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.Close()
-	if err := sp.Append(context.Background(), "c", nil); err != ErrSpoolClosed {
+	if err := sp.Append(context.Background(), Source{Cluster: "c"}, nil); err != ErrSpoolClosed {
 		t.Fatalf("got %v, want ErrSpoolClosed", err)
 	}
 }
@@ -179,7 +179,7 @@ func BenchmarkSpoolAppend(b *testing.B) {
 	b.SetBytes(400 * 1300)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := sp.Append(context.Background(), "c", ev); err != nil {
+			if err := sp.Append(context.Background(), Source{Cluster: "c"}, ev); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -203,7 +203,7 @@ func TestSpoolKeepsDecodedRows(t *testing.T) {
 		return rows
 	}
 	for _, ids := range [][]string{{"a", "b"}, {"c", "d"}, {"e"}} {
-		if err := sp.AppendRows(ctx, "c", mk(ids...)); err != nil {
+		if err := sp.AppendRows(ctx, Source{Cluster: "c"}, mk(ids...)); err != nil {
 			t.Fatal(err)
 		}
 	}

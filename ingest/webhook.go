@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -24,9 +23,11 @@ type WebhookConfig struct {
 	// up to the apiserver's 100 KiB truncation limit, with room to spare).
 	// Larger bodies get 413.
 	MaxBodyBytes int64
-	// Tokens maps bearer tokens to cluster names. When not empty, every
-	// request must carry one of them, and the token decides the cluster.
-	Tokens map[string]string
+	// Tokens maps bearer tokens to their senders: a cluster, or one
+	// apiserver of a cluster. When not empty, every request must carry one
+	// of them, and the token decides the cluster (and the apiserver, when
+	// it names one).
+	Tokens map[string]Source
 	// DefaultCluster names events posted to /audit with no cluster in the
 	// path, token or client certificate (default "default").
 	DefaultCluster string
@@ -38,17 +39,18 @@ type WebhookConfig struct {
 }
 
 // Webhook receives audit.k8s.io EventList batches from kube-apiserver's
-// webhook backend at POST /audit/{cluster}. It answers 200 only after the
-// batch's good events are durable in the spool.
+// webhook backend at POST /audit/{cluster} or /audit/{cluster}/{apiserver}.
+// It answers 200 only after the batch's good events are durable in the
+// spool.
 type Webhook struct {
 	sp  Appender
 	cfg WebhookConfig
 }
 
 // Appender is the spool as the webhook uses it: it stores the raw events
-// of decoded rows durably before returning.
+// of decoded rows, and their source, durably before returning.
 type Appender interface {
-	AppendRows(ctx context.Context, cluster string, rows []store.Row) error
+	AppendRows(ctx context.Context, src Source, rows []store.Row) error
 }
 
 // NewWebhook returns a handler that spools into sp.
@@ -93,8 +95,6 @@ func errorf(code int, format string, args ...any) error {
 // maxRejectsShown caps the rejects listed in one response.
 const maxRejectsShown = 100
 
-var clusterName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
 // ServeHTTP implements http.Handler. The one place that writes responses.
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	resp, err := h.serve(r)
@@ -122,10 +122,11 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 	if r.Method != http.MethodPost {
 		return resp, errorf(http.StatusMethodNotAllowed, "the audit webhook accepts POST, not %s", r.Method)
 	}
-	cluster, err := h.cluster(r)
+	src, err := h.source(r)
 	if err != nil {
 		return resp, err
 	}
+	cluster := src.Cluster
 	body, err := h.readBody(r)
 	if err != nil {
 		return resp, err
@@ -137,6 +138,7 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 		}
 		return resp, errorf(http.StatusBadRequest, "decoding audit events: %v", err)
 	}
+	src.tag(batch.Rows)
 	resp.Accepted = len(batch.Rows)
 	resp.Rejected = len(batch.Rejects)
 	if len(batch.Rejects) > 0 {
@@ -152,7 +154,7 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.AppendTimeout)
 	defer cancel()
 	start := time.Now()
-	if err := h.sp.AppendRows(ctx, cluster, batch.Rows); err != nil {
+	if err := h.sp.AppendRows(ctx, src, batch.Rows); err != nil {
 		resp.Accepted = 0
 		// 503: the apiserver retries the whole batch later.
 		return resp, errorf(http.StatusServiceUnavailable, "events not accepted, retry later: %v", err)
@@ -190,43 +192,85 @@ func (h *Webhook) readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// cluster decides which cluster sent the request: a bearer token's cluster,
-// else the URL path (/audit/{cluster}), else a verified client
-// certificate's common name, else the default.
-func (h *Webhook) cluster(r *http.Request) (string, error) {
-	pathCluster := ""
+// source decides who sent the request: the cluster and, when it is said,
+// which of its apiservers.
+//
+//   - With Tokens set, the bearer token's Source (a token is required). A
+//     path may repeat its cluster, not name another (403); a token of a
+//     cluster alone lets the path name the apiserver, a token of one
+//     apiserver refuses a path naming another.
+//   - Else the URL path, /audit/{cluster} or /audit/{cluster}/{apiserver}.
+//   - Else a verified client certificate: its common name (CN) is the
+//     cluster and its first organizational unit (OU) that is a valid name,
+//     if any, the apiserver. With a path naming the cluster, the
+//     certificate still names the apiserver when its CN is that cluster.
+//   - Else DefaultCluster.
+func (h *Webhook) source(r *http.Request) (Source, error) {
+	var path Source
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/audit"); ok {
-		pathCluster = strings.Trim(rest, "/")
-	}
-	if pathCluster != "" && !clusterName.MatchString(pathCluster) {
-		return "", errorf(http.StatusBadRequest, "cluster name %q in the path must be 1-63 letters, digits, '.', '_' or '-'", pathCluster)
+		parts := strings.Split(strings.Trim(rest, "/"), "/")
+		switch {
+		case len(parts) > 2:
+			return Source{}, errorf(http.StatusBadRequest, "path %q: want /audit, /audit/{cluster} or /audit/{cluster}/{apiserver}", r.URL.Path)
+		case parts[0] == "":
+		case !ValidName(parts[0]):
+			return Source{}, errorf(http.StatusBadRequest, "cluster name %q in the path must be %s", parts[0], NameRule)
+		default:
+			path.Cluster = parts[0]
+		}
+		if len(parts) == 2 {
+			if !ValidName(parts[1]) {
+				return Source{}, errorf(http.StatusBadRequest, "apiserver name %q in the path must be %s", parts[1], NameRule)
+			}
+			path.APIServer = parts[1]
+		}
 	}
 	if len(h.cfg.Tokens) > 0 {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
-			return "", errorf(http.StatusUnauthorized, "a bearer token is required")
+			return Source{}, errorf(http.StatusUnauthorized, "a bearer token is required")
 		}
-		cluster := ""
-		for t, c := range h.cfg.Tokens {
+		var src Source
+		for t, s := range h.cfg.Tokens {
 			if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
-				cluster = c
+				src = s
 			}
 		}
-		if cluster == "" {
-			return "", errorf(http.StatusUnauthorized, "unknown bearer token")
+		if src.Cluster == "" {
+			return Source{}, errorf(http.StatusUnauthorized, "unknown bearer token")
 		}
-		if pathCluster != "" && pathCluster != cluster {
-			return "", errorf(http.StatusForbidden, "this token sends for cluster %q, not %q", cluster, pathCluster)
+		if path.Cluster != "" && path.Cluster != src.Cluster {
+			return Source{}, errorf(http.StatusForbidden, "this token sends for cluster %q, not %q", src.Cluster, path.Cluster)
 		}
-		return cluster, nil
+		if path.APIServer != "" && src.APIServer != "" && path.APIServer != src.APIServer {
+			return Source{}, errorf(http.StatusForbidden, "this token sends for apiserver %q of cluster %q, not %q", src.APIServer, src.Cluster, path.APIServer)
+		}
+		if src.APIServer == "" {
+			src.APIServer = path.APIServer
+		}
+		return src, nil
 	}
-	if pathCluster != "" {
-		return pathCluster, nil
-	}
+	var cert Source
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		if cn := r.TLS.VerifiedChains[0][0].Subject.CommonName; clusterName.MatchString(cn) {
-			return cn, nil
+		subject := r.TLS.VerifiedChains[0][0].Subject
+		if ValidName(subject.CommonName) {
+			cert.Cluster = subject.CommonName
+			for _, ou := range subject.OrganizationalUnit {
+				if ValidName(ou) {
+					cert.APIServer = ou
+					break
+				}
+			}
 		}
 	}
-	return h.cfg.DefaultCluster, nil
+	switch {
+	case path.Cluster != "":
+		if path.APIServer == "" && cert.Cluster == path.Cluster {
+			path.APIServer = cert.APIServer
+		}
+		return path, nil
+	case cert.Cluster != "":
+		return cert, nil
+	}
+	return Source{Cluster: h.cfg.DefaultCluster}, nil
 }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,7 +26,7 @@ type memAppender struct {
 	failing bool
 }
 
-func (m *memAppender) AppendRows(_ context.Context, cluster string, rows []store.Row) error {
+func (m *memAppender) AppendRows(_ context.Context, src Source, rows []store.Row) error {
 	if m.failing {
 		return errors.New("disk full")
 	}
@@ -31,10 +34,10 @@ func (m *memAppender) AppendRows(_ context.Context, cluster string, rows []store
 		m.batches = map[string][][]byte{}
 	}
 	for _, r := range rows {
-		if r.Cluster != cluster {
-			return fmt.Errorf("row of cluster %q appended for %q", r.Cluster, cluster)
+		if r.Cluster != src.Cluster || r.APIServer != src.APIServer {
+			return fmt.Errorf("row of %q/%q appended for %q", r.Cluster, r.APIServer, src)
 		}
-		m.batches[cluster] = append(m.batches[cluster], r.Raw)
+		m.batches[src.String()] = append(m.batches[src.String()], r.Raw)
 	}
 	return nil
 }
@@ -66,7 +69,7 @@ func TestWebhookStatusCodes(t *testing.T) {
 		hdr      []string
 		code     int
 		accepted int
-		cluster  string
+		cluster  string // the source the events are spooled for: cluster or cluster/apiserver
 		errHas   string
 	}{
 		{name: "ok", path: "/audit/prod", body: body, code: 200, accepted: 10, cluster: "prod"},
@@ -78,9 +81,17 @@ func TestWebhookStatusCodes(t *testing.T) {
 		{name: "empty list", path: "/audit/prod", body: `{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[]}`, code: 200},
 		{name: "bad cluster", path: "/audit/a%20b", body: body, code: 400, errHas: "cluster name"},
 		{name: "spool down", failing: true, path: "/audit/prod", body: body, code: 503, errHas: "retry later"},
-		{name: "token required", cfg: WebhookConfig{Tokens: map[string]string{"t1": "prod"}}, path: "/audit/prod", body: body, code: 401},
-		{name: "token maps cluster", cfg: WebhookConfig{Tokens: map[string]string{"t1": "prod"}}, path: "/audit", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod"},
-		{name: "token for other cluster", cfg: WebhookConfig{Tokens: map[string]string{"t1": "prod"}}, path: "/audit/dev", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 403},
+		{name: "token required", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit/prod", body: body, code: 401},
+		{name: "token maps cluster", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod"},
+		{name: "token for other cluster", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit/dev", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 403},
+		{name: "trailing slash", path: "/audit/prod/", body: body, code: 200, accepted: 10, cluster: "prod"},
+		{name: "apiserver in path", path: "/audit/prod/apiserver-1", body: body, code: 200, accepted: 10, cluster: "prod/apiserver-1"},
+		{name: "bad apiserver", path: "/audit/prod/a%20b", body: body, code: 400, errHas: "apiserver name"},
+		{name: "path too deep", path: "/audit/prod/a/b", body: body, code: 400, errHas: "/audit/{cluster}/{apiserver}"},
+		{name: "token maps apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {"prod", "apiserver-1"}}}, path: "/audit", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod/apiserver-1"},
+		{name: "token path repeats apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {"prod", "apiserver-1"}}}, path: "/audit/prod/apiserver-1", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod/apiserver-1"},
+		{name: "cluster token, path names apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit/prod/apiserver-2", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod/apiserver-2"},
+		{name: "token for other apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {"prod", "apiserver-1"}}}, path: "/audit/prod/apiserver-2", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 403, errHas: "apiserver"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := &memAppender{failing: tc.failing}
@@ -93,6 +104,61 @@ func TestWebhookStatusCodes(t *testing.T) {
 				t.Fatalf("spooled %d events for %s", len(app.batches[tc.cluster]), tc.cluster)
 			}
 		})
+	}
+}
+
+// TestWebhookClientCertificate: a verified client certificate names the
+// cluster by its CN and the apiserver by its OU.
+func TestWebhookClientCertificate(t *testing.T) {
+	body := string(auditgen.New(1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)).EventListBody(3))
+	cert := func(cn string, ou ...string) *tls.ConnectionState {
+		return &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{{Subject: pkix.Name{CommonName: cn, OrganizationalUnit: ou}}}}}
+	}
+	for _, tc := range []struct {
+		name, path string
+		tls        *tls.ConnectionState
+		want       string
+	}{
+		{"CN only", "/audit", cert("prod"), "prod"},
+		{"CN and OU", "/audit", cert("prod", "apiserver-1"), "prod/apiserver-1"},
+		{"first valid OU", "/audit", cert("prod", "not valid", "apiserver-2"), "prod/apiserver-2"},
+		{"invalid CN", "/audit", cert("not valid", "apiserver-1"), "default"},
+		{"path names the same cluster", "/audit/prod", cert("prod", "apiserver-1"), "prod/apiserver-1"},
+		{"path names another cluster", "/audit/dev", cert("prod", "apiserver-1"), "dev"},
+		{"path names the apiserver", "/audit/prod/apiserver-3", cert("prod", "apiserver-1"), "prod/apiserver-3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := &memAppender{}
+			req := httptest.NewRequest("POST", tc.path, strings.NewReader(body))
+			req.TLS = tc.tls
+			rec := httptest.NewRecorder()
+			NewWebhook(app, WebhookConfig{}).ServeHTTP(rec, req)
+			if rec.Code != 200 || len(app.batches[tc.want]) != 3 {
+				t.Fatalf("got %d %s, spooled %v; want 3 events for %s", rec.Code, rec.Body, keys(app.batches), tc.want)
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestParseSource(t *testing.T) {
+	for in, want := range map[string]Source{"prod": {Cluster: "prod"}, "prod/apiserver-1": {"prod", "apiserver-1"}, "a.b_c-d/0": {"a.b_c-d", "0"}} {
+		got, err := ParseSource(in)
+		if err != nil || got != want || got.String() != in {
+			t.Errorf("ParseSource(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "/a", "prod/", "prod/a/b", "-x", "prod/a b", strings.Repeat("x", 64)} {
+		if got, err := ParseSource(in); err == nil {
+			t.Errorf("ParseSource(%q) = %+v, want an error", in, got)
+		}
 	}
 }
 

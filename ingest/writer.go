@@ -274,6 +274,7 @@ func (w *Writer) RunSpool(ctx context.Context, sp *Spool, drain time.Duration) e
 			}
 			for _, ev := range rec.Events {
 				row, err := DecodeEvent(rec.Cluster, ev)
+				row.APIServer = rec.APIServer
 				if err != nil {
 					// Validated before it was spooled; only a decoder change
 					// between versions can get here.

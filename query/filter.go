@@ -65,6 +65,7 @@ type Filter struct {
 	Since, Until time.Time
 
 	Cluster   []string // sender of the events (column cluster)
+	APIServer []string // which apiserver of the cluster sent them (column apiserver); "" matches events whose sender did not say
 	Verb      []string // get, list, watch, create, update, patch, delete, deletecollection, …
 	Resource  []string // objectRef.resource, e.g. pods
 	Namespace []string // objectRef.namespace
@@ -151,7 +152,7 @@ func canonical(s string, set []string) string {
 //	since, until   RFC 3339 time (2024-05-01T12:00:00Z, fractions and
 //	               offsets allowed), or a duration before now: 15m, 24h,
 //	               1h30m, 7d (d is 24h). since is inclusive, until exclusive.
-//	cluster, verb, resource, namespace, name, stage, level
+//	cluster, apiserver, verb, resource, namespace, name, stage, level
 //	               allowed values, repeated (verb=get&verb=list) or
 //	               comma-separated (verb=get,list). stage and level match
 //	               their known values ignoring case.
@@ -175,6 +176,7 @@ func ParseFilter(v url.Values, now time.Time) (Filter, error) {
 		return Filter{}, err
 	}
 	f.Cluster = listParam(v, "cluster", true)
+	f.APIServer = listParam(v, "apiserver", true)
 	f.Verb = listParam(v, "verb", true)
 	f.Resource = listParam(v, "resource", true)
 	f.Namespace = listParam(v, "namespace", true)

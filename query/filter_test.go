@@ -37,12 +37,13 @@ func TestParseFilter(t *testing.T) {
 		{name: "compound duration", query: "since=1h30m", want: Filter{Since: testNow.Add(-90 * time.Minute)}},
 		{
 			name:  "repeated and comma lists",
-			query: "verb=get,list&verb=watch&resource=pods&namespace=default,+kube-system+&cluster=prod",
+			query: "verb=get,list&verb=watch&resource=pods&namespace=default,+kube-system+&cluster=prod&apiserver=master-1,master-2",
 			want: Filter{
 				Verb:      []string{"get", "list", "watch"},
 				Resource:  []string{"pods"},
 				Namespace: []string{"default", "kube-system"},
 				Cluster:   []string{"prod"},
+				APIServer: []string{"master-1", "master-2"},
 			},
 		},
 		{name: "empty items are ignored", query: "verb=&name=a,,b", want: Filter{Name: []string{"a", "b"}}},

@@ -21,6 +21,7 @@ var dimensions = map[string]string{
 	"name":       "name",
 	"code":       "toString(code)",
 	"cluster":    "cluster",
+	"apiserver":  "apiserver",
 	"stage":      "stage",
 }
 
@@ -117,7 +118,7 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 	}
 	col, ok := dimensions[opt.By]
 	if !ok || opt.By == "name" {
-		return Histogram{}, fmt.Errorf("%w: cannot stack by %q: use verb, user, user_agent, resource, namespace, code, cluster or stage", ErrBadFilter, opt.By)
+		return Histogram{}, fmt.Errorf("%w: cannot stack by %q: use verb, user, user_agent, resource, namespace, code, cluster, apiserver or stage", ErrBadFilter, opt.By)
 	}
 	switch {
 	case opt.Buckets == 0:
@@ -218,7 +219,7 @@ type Value struct {
 func Values(ctx context.Context, st Selecter, f Filter, field string) ([]Value, error) {
 	col, ok := dimensions[field]
 	if !ok {
-		return nil, fmt.Errorf("%w: field %q: use verb, user, user_agent, resource, namespace, name, code, cluster or stage", ErrBadFilter, field)
+		return nil, fmt.Errorf("%w: field %q: use verb, user, user_agent, resource, namespace, name, code, cluster, apiserver or stage", ErrBadFilter, field)
 	}
 	if err := f.Validate(); err != nil {
 		return nil, err

@@ -39,6 +39,7 @@ type History struct {
 type ObjectEvent struct {
 	Time      time.Time `json:"time"` // when the request was first recorded
 	Cluster   string    `json:"cluster"`
+	APIServer string    `json:"apiserver"` // which apiserver of the cluster served it; "" when not said
 	AuditID   string    `json:"audit_id"`
 	Stage     string    `json:"stage"` // the last stage recorded
 	Verb      string    `json:"verb"`
@@ -56,6 +57,7 @@ type ObjectEvent struct {
 // Watch is one watch request over its life.
 type Watch struct {
 	Cluster         string     `json:"cluster"`
+	APIServer       string     `json:"apiserver"`
 	AuditID         string     `json:"audit_id"`
 	User            string     `json:"user"`
 	UserAgent       string     `json:"user_agent"`
@@ -105,7 +107,7 @@ func ObjectHistory(ctx context.Context, st Selecter, obj ObjectRef, since, until
 	p := store.Params{}
 	// The newest requests first, so that a busy object shows its latest
 	// history; one row per request (its last stage, its first time).
-	sql := `SELECT cluster AS c, audit_id AS id, toUnixTimestamp64Micro(min(ts)) AS t,
+	sql := `SELECT cluster AS c, any(apiserver) AS api, audit_id AS id, toUnixTimestamp64Micro(min(ts)) AS t,
 	argMax(stage, multiIf(stage = 'RequestReceived', 0, stage = 'ResponseStarted', 1, stage = 'ResponseComplete', 2, 3)) AS st,
 	any(verb) AS vb, any(user) AS us, any(user_agent) AS ua, any(source_ip) AS ip, max(code) AS cd,
 	max(response_rv) AS rrv, max(object_rv) AS orv, max(req_rv) AS qrv, any(subresource) AS sub, any(request_uri) AS uri
@@ -116,16 +118,16 @@ LIMIT {limit:UInt32}`
 	p["limit"] = strconv.Itoa(limit + 1)
 	err := st.Select(ctx, sql, p, func(row []byte) error {
 		var r struct {
-			C, ID, St, Vb, Us, UA, IP, Rrv, Orv, Qrv, Sub, URI string
-			T                                                  int64
-			Cd                                                 int32
+			C, API, ID, St, Vb, Us, UA, IP, Rrv, Orv, Qrv, Sub, URI string
+			T                                                       int64
+			Cd                                                      int32
 		}
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding a history row: %w", err)
 		}
 		t := time.UnixMicro(r.T).UTC()
 		rv := cmp.Or(r.Rrv, r.Orv, r.Qrv)
-		h.Events = append(h.Events, ObjectEvent{Time: t, Cluster: r.C, AuditID: r.ID, Stage: r.St, Verb: r.Vb,
+		h.Events = append(h.Events, ObjectEvent{Time: t, Cluster: r.C, APIServer: r.API, AuditID: r.ID, Stage: r.St, Verb: r.Vb,
 			User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Code: r.Cd, ResourceVersion: rv, Subresource: r.Sub, RequestURI: r.URI})
 		return nil
 	})
@@ -156,7 +158,7 @@ LIMIT {limit:UInt32}`
 		"reach_ms":  strconv.FormatInt(watchReach.Milliseconds(), 10),
 		"limit":     strconv.Itoa(maxHistoryWatches),
 	}
-	wsql := `SELECT cluster AS c, audit_id AS id, any(user) AS us, any(user_agent) AS ua, any(source_ip) AS ip,
+	wsql := `SELECT cluster AS c, any(apiserver) AS api, audit_id AS id, any(user) AS us, any(user_agent) AS ua, any(source_ip) AS ip,
 	any(namespace) AS ns, any(req_rv) AS rv, any(label_selector) AS ls, any(field_selector) AS fs,
 	min(ts) AS start_ts, maxIf(ts, stage IN ('ResponseComplete', 'Panic')) AS end_ts,
 	toUnixTimestamp64Micro(start_ts) AS s_us, toUnixTimestamp64Micro(end_ts) AS e_us,
@@ -172,16 +174,16 @@ ORDER BY start_ts, id
 LIMIT {limit:UInt32}`
 	err = st.Select(ctx, wsql, wp, func(row []byte) error {
 		var r struct {
-			C, ID, Us, UA, IP, NS, RV, LS, FS string
-			SUs                               int64 `json:"s_us"`
-			EUs                               int64 `json:"e_us"`
-			Ended                             bool
-			Cd                                int32
+			C, API, ID, Us, UA, IP, NS, RV, LS, FS string
+			SUs                                    int64 `json:"s_us"`
+			EUs                                    int64 `json:"e_us"`
+			Ended                                  bool
+			Cd                                     int32
 		}
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding a watch row: %w", err)
 		}
-		w := Watch{Cluster: r.C, AuditID: r.ID, User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Namespace: r.NS,
+		w := Watch{Cluster: r.C, APIServer: r.API, AuditID: r.ID, User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Namespace: r.NS,
 			ResourceVersion: r.RV, LabelSelector: r.LS, FieldSelector: r.FS, Code: r.Cd}
 		w.Start = time.UnixMicro(r.SUs).UTC()
 		if r.Ended {

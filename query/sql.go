@@ -101,6 +101,7 @@ func (f Filter) where(p store.Params) string {
 		}
 	}
 	in("cluster", f.Cluster)
+	in("apiserver", f.APIServer)
 	in("verb", f.Verb)
 	in("resource", f.Resource)
 	in("namespace", f.Namespace)

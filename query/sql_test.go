@@ -30,6 +30,7 @@ var sqlCases = []struct {
 	{"times_outside_datetime64", Filter{Since: time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC)}},
 	{"every_list", Filter{
 		Cluster:   []string{"prod"},
+		APIServer: []string{"master-1", ""},
 		Verb:      []string{"watch", "list"},
 		Resource:  []string{"endpoints"},
 		Namespace: []string{"", "kube-system"},
@@ -103,7 +104,7 @@ var hostile = []string{
 func TestFilterSQLHostileValuesOnlyInParams(t *testing.T) {
 	codes := []int32{0, 200, 999}
 	f := Filter{
-		Cluster: hostile, Verb: hostile, Resource: hostile, Namespace: hostile, Name: hostile,
+		Cluster: hostile, APIServer: hostile, Verb: hostile, Resource: hostile, Namespace: hostile, Name: hostile,
 		User: hostile, UserAgent: hostile, Stage: hostile, Level: hostile, Code: codes,
 	}
 	sql, params := f.SQL("raw")
@@ -114,7 +115,7 @@ func TestFilterSQLHostileValuesOnlyInParams(t *testing.T) {
 	}
 	// The text is the same as for harmless values of the same shape.
 	benign := Filter{
-		Cluster: []string{"a"}, Verb: []string{"a"}, Resource: []string{"a"}, Namespace: []string{"a"},
+		Cluster: []string{"a"}, APIServer: []string{"a"}, Verb: []string{"a"}, Resource: []string{"a"}, Namespace: []string{"a"},
 		Name: []string{"a"}, User: []string{"a", "b*"}, UserAgent: []string{"a", "b*"}, Stage: []string{"a"},
 		Level: []string{"a"}, Code: []int32{1},
 	}

@@ -1,5 +1,5 @@
 // Package web serves auditlens over HTTP with gin: the audit webhook
-// (POST /audit/{cluster}), the read API under /api/v1, Prometheus metrics,
+// (POST /audit/{cluster}[/{apiserver}]), the read API under /api/v1, Prometheus metrics,
 // health checks and the explorer UI (ui.go).
 package web
 
@@ -78,6 +78,7 @@ func NewRouter(cfg Config) http.Handler {
 		h := gin.WrapH(cfg.Webhook)
 		r.POST("/audit", h)
 		r.POST("/audit/:cluster", h)
+		r.POST("/audit/:cluster/:apiserver", h)
 	}
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })

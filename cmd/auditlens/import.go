@@ -13,10 +13,11 @@ import (
 )
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import", "--store URL --cluster NAME [flags] FILE|DIR...", stderr)
+	fs := newFlagSet("import", "--store URL --cluster NAME [--apiserver NAME] [flags] FILE|DIR...", stderr)
 	var sf storeFlags
 	sf.register(fs, "chdb://./data/clickhouse")
 	cluster := fs.String("cluster", "", "cluster name to tag the events with (required)")
+	apiserver := fs.String("apiserver", "", "name of the kube-apiserver that wrote the files, on a control plane that runs several (each writes its own log)")
 	batch := fs.Int("batch-rows", 50000, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -27,6 +28,9 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *cluster == "" {
 		return fmt.Errorf("%w: --cluster is required", errUsage)
+	}
+	if *apiserver != "" && !ingest.ValidName(*apiserver) {
+		return fmt.Errorf("%w: --apiserver %q must be %s", errUsage, *apiserver, ingest.NameRule)
 	}
 	if fs.NArg() == 0 {
 		return fmt.Errorf("%w: name at least one audit log file or directory", errUsage)
@@ -50,7 +54,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		w = ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batch, Logger: log})
 	}
 
-	cfg := ingest.ImportConfig{Cluster: *cluster, BatchRows: *batch}
+	cfg := ingest.ImportConfig{Cluster: *cluster, APIServer: *apiserver, BatchRows: *batch}
 	var bar *progressBar
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		bar = &progressBar{w: stderr}

@@ -22,6 +22,7 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"since", "start: RFC3339 time or a duration ago, e.g. 2h"},
 		{"until", "end: RFC3339 time or a duration ago"},
 		{"cluster", "cluster name (comma-separated for several)"},
+		{"apiserver", "apiserver name, on a control plane that runs several (comma-separated for several)"},
 		{"verb", "verb, e.g. watch,list"},
 		{"resource", "resource, e.g. services"},
 		{"namespace", "namespace"},

@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs, "")
 	var df detectFlags
 	df.register(fs)
-	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER: accept webhook posts bearing this token as that cluster (repeatable; when set, a token is required)")
+	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
 	fs.Var(&apiTokens, "api-token", "bearer token required by the read API (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -70,13 +70,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *clientCA != "" && *tlsCert == "" {
 		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", errUsage)
 	}
-	tokens := map[string]string{}
+	tokens := map[string]ingest.Source{}
 	for _, t := range webhookTokens {
-		tok, cluster, ok := strings.Cut(t, "=")
-		if !ok || tok == "" || cluster == "" {
-			return fmt.Errorf("%w: --webhook-token %q: want TOKEN=CLUSTER", errUsage, t)
+		tok, sender, ok := strings.Cut(t, "=")
+		if !ok || tok == "" || sender == "" {
+			return fmt.Errorf("%w: --webhook-token %q: want TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER", errUsage, t)
 		}
-		tokens[tok] = cluster
+		src, err := ingest.ParseSource(sender)
+		if err != nil {
+			return fmt.Errorf("%w: --webhook-token …=%s: %v", errUsage, sender, err)
+		}
+		tokens[tok] = src
 	}
 	var tlsCfg *tls.Config
 	if *tlsCert != "" {
@@ -191,7 +195,9 @@ Point a kube-apiserver at it with these flags:
   --audit-webhook-config-file=%s
   --audit-webhook-batch-max-wait=5s
 
-%s (the path's last element, "my-cluster", names the cluster)
+%s (the path /audit/my-cluster names the cluster; on an HA control plane give
+each apiserver its own kubeconfig with /audit/my-cluster/APISERVER, or
+use auditlens webhook-config --cluster NAME --apiserver NAME)
 
 Events: %s/api/v1/events?since=15m    Metrics: %s/metrics
 `, version, base, st.Kind(), kcPath, kubeconfig, base, base)

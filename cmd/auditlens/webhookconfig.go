@@ -11,32 +11,31 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/auditlens/auditlens/ingest"
 )
 
 // webhookConfig holds the flags of `auditlens webhook-config`.
 type webhookConfig struct {
 	url, cluster          string
+	apiserver             string
 	ca                    string
 	clientCert, clientKey string
 	token                 string
 	embed                 bool
 }
 
-// clusterNameRE is the cluster names the webhook accepts in its path
-// (ingest/webhook.go).
-var clusterNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
-
 func runWebhookConfig(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("webhook-config", "--url URL --cluster NAME [--ca FILE] [--client-cert FILE --client-key FILE | --token TOKEN] [--embed=false]", stderr)
+	fs := newFlagSet("webhook-config", "--url URL --cluster NAME [--apiserver NAME] [--ca FILE] [--client-cert FILE --client-key FILE | --token TOKEN] [--embed=false]", stderr)
 	var c webhookConfig
 	fs.StringVar(&c.url, "url", "", "auditlens's base URL as the kube-apiserver reaches it, e.g. https://auditlens.auditlens.svc:8443 (/audit/NAME is appended)")
-	fs.StringVar(&c.cluster, "cluster", "", "cluster name the events are stored under (the URL's last path element)")
+	fs.StringVar(&c.cluster, "cluster", "", "cluster name the events are stored under (the URL path /audit/NAME)")
+	fs.StringVar(&c.apiserver, "apiserver", "", "name of this kube-apiserver, on a control plane that runs several: each gets its own kubeconfig (the URL path /audit/CLUSTER/NAME)")
 	fs.StringVar(&c.ca, "ca", "", "CA certificate (PEM) that signed auditlens's serving certificate; required with an https URL")
 	fs.StringVar(&c.clientCert, "client-cert", "", "client certificate (PEM) the apiserver presents (serve --client-ca)")
 	fs.StringVar(&c.clientKey, "client-key", "", "private key (PEM) of --client-cert")
-	fs.StringVar(&c.token, "token", "", "bearer token the apiserver sends (serve --webhook-token TOKEN=CLUSTER)")
+	fs.StringVar(&c.token, "token", "", "bearer token the apiserver sends (serve --webhook-token TOKEN=CLUSTER, or TOKEN=CLUSTER/APISERVER for a token per apiserver)")
 	fs.BoolVar(&c.embed, "embed", true, "embed the CA, certificate and key as *-data fields; false writes their absolute paths, which must then exist on the apiserver's host")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -61,7 +60,7 @@ func runWebhookConfig(_ context.Context, args []string, stdout, stderr io.Writer
 func (c webhookConfig) spec() (webhookKubeconfigSpec, []string, error) {
 	var s webhookKubeconfigSpec
 	var warnings []string
-	server, err := webhookURL(c.url, c.cluster)
+	server, err := webhookURL(c.url, c.cluster, c.apiserver)
 	if err != nil {
 		return s, nil, err
 	}
@@ -120,18 +119,22 @@ func (c webhookConfig) spec() (webhookKubeconfigSpec, []string, error) {
 	return s, warnings, nil
 }
 
-// webhookURL checks base and returns the webhook URL for cluster:
-// base + /audit/<cluster>. A base already ending in /audit, or in
-// /audit/<cluster>, is completed rather than extended.
-func webhookURL(base, cluster string) (string, error) {
+// webhookURL checks base and returns the webhook URL for cluster and,
+// when set, apiserver: base + /audit/<cluster>[/<apiserver>]. A base
+// already ending in /audit, /audit/<cluster> or /audit/<cluster>/<apiserver>
+// is completed rather than extended.
+func webhookURL(base, cluster, apiserver string) (string, error) {
 	if base == "" {
 		return "", fmt.Errorf("%w: --url is required: auditlens's base URL as the kube-apiserver reaches it", errUsage)
 	}
 	if cluster == "" {
 		return "", fmt.Errorf("%w: --cluster is required: the name the events are stored under", errUsage)
 	}
-	if !clusterNameRE.MatchString(cluster) {
-		return "", fmt.Errorf("%w: --cluster %q must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", errUsage, cluster)
+	if !ingest.ValidName(cluster) {
+		return "", fmt.Errorf("%w: --cluster %q must be %s", errUsage, cluster, ingest.NameRule)
+	}
+	if apiserver != "" && !ingest.ValidName(apiserver) {
+		return "", fmt.Errorf("%w: --apiserver %q must be %s", errUsage, apiserver, ingest.NameRule)
 	}
 	u, err := url.Parse(base)
 	if err != nil {
@@ -146,16 +149,33 @@ func webhookURL(base, cluster string) (string, error) {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return "", fmt.Errorf("%w: --url %q: want scheme://host[:port][/prefix] without user, query or fragment", errUsage, base)
 	}
+	want := "/" + cluster
+	if apiserver != "" {
+		want += "/" + apiserver
+	}
 	p := strings.TrimRight(u.Path, "/")
-	switch dir, last := path.Split(p); {
-	case strings.HasSuffix(dir, "/audit/"):
+	dir, last := path.Split(p)
+	parent := path.Base(strings.TrimSuffix(dir, "/"))
+	grandparent := path.Base(path.Dir(strings.TrimSuffix(dir, "/")))
+	switch {
+	case last == "audit":
+		p += want
+	case parent == "audit": // /audit/<cluster>
 		if last != cluster {
 			return "", fmt.Errorf("%w: --url %q names cluster %q but --cluster is %q", errUsage, base, last, cluster)
 		}
-	case last == "audit":
-		p += "/" + cluster
+		if apiserver != "" {
+			p += "/" + apiserver
+		}
+	case grandparent == "audit": // /audit/<cluster>/<apiserver>
+		if parent != cluster {
+			return "", fmt.Errorf("%w: --url %q names cluster %q but --cluster is %q", errUsage, base, parent, cluster)
+		}
+		if last != apiserver {
+			return "", fmt.Errorf("%w: --url %q names apiserver %q but --apiserver is %q", errUsage, base, last, apiserver)
+		}
 	default:
-		p += "/audit/" + cluster
+		p += "/audit" + want
 	}
 	u.Path, u.RawPath = p, ""
 	return u.String(), nil

@@ -169,6 +169,33 @@ func TestWebhookConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "one apiserver of an HA control plane",
+			args: []string{"--url", "https://h:1", "--cluster", "prod", "--apiserver", "master-2", "--ca", f("ca.crt"), "--token", "tok-2"},
+			check: func(t *testing.T, d kubeconfigDoc) {
+				if s := d.Clusters[0].Cluster.Server; s != "https://h:1/audit/prod/master-2" {
+					t.Errorf("server %q", s)
+				}
+			},
+		},
+		{
+			name: "URL ending in /audit/NAME, apiserver appended",
+			args: []string{"--url", "https://h:1/audit/prod", "--cluster", "prod", "--apiserver", "master-2", "--ca", f("ca.crt")},
+			check: func(t *testing.T, d kubeconfigDoc) {
+				if s := d.Clusters[0].Cluster.Server; s != "https://h:1/audit/prod/master-2" {
+					t.Errorf("server %q", s)
+				}
+			},
+		},
+		{
+			name: "URL already ending in /audit/NAME/APISERVER",
+			args: []string{"--url", "https://h:1/x/audit/prod/master-2/", "--cluster", "prod", "--apiserver", "master-2", "--ca", f("ca.crt")},
+			check: func(t *testing.T, d kubeconfigDoc) {
+				if s := d.Clusters[0].Cluster.Server; s != "https://h:1/x/audit/prod/master-2" {
+					t.Errorf("server %q", s)
+				}
+			},
+		},
+		{
 			name: "http without credentials",
 			args: []string{"--url", "http://127.0.0.1:8080", "--cluster", "dev"},
 			check: func(t *testing.T, d kubeconfigDoc) {
@@ -227,6 +254,10 @@ func TestWebhookConfigErrors(t *testing.T) {
 		{"query", []string{"--url", "https://a/?x=1", "--cluster", "c"}, true, "without user, query or fragment"},
 		{"other cluster in url", []string{"--url", "https://a/audit/dev", "--cluster", "prod", "--ca", f("ca.crt")}, true, `names cluster "dev"`},
 		{"https without ca", https, true, "--ca is required"},
+		{"bad apiserver", args(withCA, "--apiserver", "a/b"), true, "--apiserver \"a/b\" must be 1-63 letters"},
+		{"other apiserver in url", []string{"--url", "https://a/audit/prod/master-1", "--cluster", "prod", "--apiserver", "master-2", "--ca", f("ca.crt")}, true, `names apiserver "master-1"`},
+		{"apiserver in url only", []string{"--url", "https://a/audit/prod/master-1", "--cluster", "prod", "--ca", f("ca.crt")}, true, `names apiserver "master-1" but --apiserver is ""`},
+		{"other cluster before apiserver", []string{"--url", "https://a/audit/dev/master-1", "--cluster", "prod", "--apiserver", "master-1", "--ca", f("ca.crt")}, true, `names cluster "dev"`},
 		{"ca with http", []string{"--url", "http://a", "--cluster", "c", "--ca", f("ca.crt")}, true, "--ca needs an https URL"},
 		{"cert with http", []string{"--url", "http://a", "--cluster", "c", "--client-cert", f("client.crt"), "--client-key", f("client.key")}, true, "--client-cert needs an https URL"},
 		{"cert without key", args(withCA, "--client-cert", f("client.crt")), true, "go together"},
