@@ -46,18 +46,40 @@ type Reject struct {
 }
 
 // The apiVersions of audit events the decoder accepts. v1beta1 is what
-// clusters before 1.13 sent by default; it was removed in 1.24.
+// clusters 1.8 to 1.12 sent by default; it was removed in 1.24. v1alpha1
+// is what 1.7 sent (and 1.8 to 1.11 on request); it was removed in 1.12.
+//
+// The old versions differ from v1 in what the decoder reads:
+//
+//   - v1alpha1 and 1.8's v1beta1 carry one time, "timestamp", when the
+//     request reached the apiserver, at second precision (metav1.Time),
+//     and no stageTimestamp or requestReceivedTimestamp (added in 1.9).
+//     Every stage of a request then has the same time.
+//   - v1alpha1 has no userAgent (added to v1beta1 in 1.10, never to
+//     v1alpha1): the column stays empty.
+//   - v1alpha1's objectRef has no apiGroup: its apiVersion is the
+//     group/version ("apps/v1beta1"; "v1" for the core group), split into
+//     api_group and api_version.
+//   - v1alpha1 and v1beta1 events may carry metadata.creationTimestamp,
+//     the last resort for the time.
 const (
-	auditV1      = "audit.k8s.io/v1"
-	auditV1beta1 = "audit.k8s.io/v1beta1"
+	auditV1       = "audit.k8s.io/v1"
+	auditV1beta1  = "audit.k8s.io/v1beta1"
+	auditV1alpha1 = "audit.k8s.io/v1alpha1"
 )
 
+// knownAPIVersion reports whether v is an audit apiVersion the decoder
+// reads; "" counts, as webhook list items carry none.
+func knownAPIVersion(v string) bool {
+	return v == "" || v == auditV1 || v == auditV1beta1 || v == auditV1alpha1
+}
+
 // expected is the part of every ErrNotAudit message that says what was wanted.
-const expected = "expected an audit.k8s.io/v1 or v1beta1 EventList or Event"
+const expected = "expected an audit.k8s.io/v1, v1beta1 or v1alpha1 EventList or Event"
 
 // DecodeBody decodes a webhook request body from the given cluster: an
-// audit.k8s.io/v1 or v1beta1 EventList, as the apiserver's webhook backend
-// sends, or a single Event. Items of a list without kind and apiVersion are
+// audit.k8s.io/v1, v1beta1 or v1alpha1 EventList, as the apiserver's
+// webhook backend sends, or a single Event. Items of a list without kind and apiVersion are
 // events, as the apiserver writes them.
 //
 // It returns an error wrapping ErrNotAudit only when the body as a whole is
@@ -140,7 +162,7 @@ func decodeDocument(cluster string, data []byte, b *Batch) error {
 	}
 	looksLikeEvent = looksLikeEvent || env.AuditID != "" || env.Stage != ""
 
-	knownVersion := env.APIVersion == auditV1 || env.APIVersion == auditV1beta1 || env.APIVersion == ""
+	knownVersion := knownAPIVersion(env.APIVersion)
 	isList, isEvent := false, false
 	switch {
 	case !knownVersion:
@@ -198,7 +220,7 @@ type objectRef struct {
 }
 
 // eventCore is an audit Event as far as a Row needs it, with the v1beta1
-// fields, but without responseObject. The decoder skips everything else
+// and v1alpha1 fields, but without responseObject. The decoder skips everything else
 // (requestObject, user.extra, responseStatus but its code) without
 // allocating.
 type eventCore struct {
@@ -221,8 +243,8 @@ type eventCore struct {
 	StageTimestamp           string            `json:"stageTimestamp"`
 	Annotations              map[string]string `json:"annotations"`
 
-	// v1beta1 only: second-precision times used when the microsecond ones
-	// are absent.
+	// v1beta1 and v1alpha1 only: second-precision times used when the
+	// microsecond ones are absent.
 	Timestamp string `json:"timestamp"`
 	Metadata  struct {
 		CreationTimestamp string `json:"creationTimestamp"`
@@ -279,8 +301,8 @@ func normalize(cluster string, ev *event, raw []byte) (store.Row, string) {
 	if ev.Kind != "" && ev.Kind != "Event" {
 		return store.Row{}, fmt.Sprintf("kind is %.64q, want Event", ev.Kind)
 	}
-	if ev.APIVersion != "" && ev.APIVersion != auditV1 && ev.APIVersion != auditV1beta1 {
-		return store.Row{}, fmt.Sprintf("apiVersion is %.64q, want %s or %s", ev.APIVersion, auditV1, auditV1beta1)
+	if !knownAPIVersion(ev.APIVersion) {
+		return store.Row{}, fmt.Sprintf("apiVersion is %.64q, want %s, %s or %s", ev.APIVersion, auditV1, auditV1beta1, auditV1alpha1)
 	}
 	if ev.AuditID == "" {
 		return store.Row{}, "missing auditID"
@@ -325,6 +347,13 @@ func normalize(cluster string, ev *event, raw []byte) (store.Row, string) {
 	}
 	verb := internVerb(ev.Verb)
 	uri := ParseRequestURI(ev.RequestURI)
+	group, version := ev.ObjectRef.APIGroup, ev.ObjectRef.APIVersion
+	if g, v, ok := strings.Cut(version, "/"); ok && group == "" {
+		// v1alpha1's group/version, whatever the document says it is:
+		// webhook list items carry no apiVersion, and a v1 or v1beta1
+		// objectRef.apiVersion never holds a '/'.
+		group, version = g, v
+	}
 	return store.Row{
 		Cluster:          cluster,
 		AuditID:          strings.Clone(ev.AuditID),
@@ -341,8 +370,8 @@ func normalize(cluster string, ev *event, raw []byte) (store.Row, string) {
 		SourceIP:         sourceIP,
 		Resource:         ev.ObjectRef.Resource,
 		Subresource:      ev.ObjectRef.Subresource,
-		APIGroup:         ev.ObjectRef.APIGroup,
-		APIVersion:       ev.ObjectRef.APIVersion,
+		APIGroup:         group,
+		APIVersion:       version,
 		Namespace:        ev.ObjectRef.Namespace,
 		Name:             ev.ObjectRef.Name,
 		ObjectRV:         ev.ObjectRef.ResourceVersion,

@@ -27,6 +27,12 @@ var fuzzSeeds = []string{
 	`{}`,
 	``,
 	`{"items":[{"auditID":"\u00e9\ud800","stage":"RequestReceived","stageTimestamp":"2026-03-01T12:00:00Z"}]}`,
+	// Kubernetes 1.7 (v1alpha1, group/version in objectRef.apiVersion) and
+	// 1.8 (v1beta1 with second-precision timestamp only): decode_old_test.go.
+	v17WebhookBody,
+	strings.SplitN(v18LogLines, "\n", 2)[0],
+	list("audit.k8s.io/v1alpha1", `{"auditID":"a","stage":"ResponseComplete","timestamp":"2018-01-15T08:21:44Z","objectRef":{"apiVersion":"/a/b/"}}`,
+		`{"auditID":"b","stage":"Panic","metadata":{"creationTimestamp":"2018-01-15T08:21:44Z"},"objectRef":{"apiGroup":"g","apiVersion":"x/y"}}`),
 }
 
 // checkRows verifies what every decoded row must satisfy.

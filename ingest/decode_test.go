@@ -301,8 +301,8 @@ func TestDecodeBodyRejects(t *testing.T) {
 			`{"kind":"Pod","apiVersion":"v1","auditID":"x10","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00Z"}`,
 			"x10", `kind is "Pod", want Event`},
 		{"item of another apiVersion",
-			`{"kind":"Event","apiVersion":"audit.k8s.io/v1alpha1","auditID":"x11","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00Z"}`,
-			"x11", `apiVersion is "audit.k8s.io/v1alpha1"`},
+			`{"kind":"Event","apiVersion":"audit.k8s.io/v2","auditID":"x11","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00Z"}`,
+			"x11", `apiVersion is "audit.k8s.io/v2"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -396,7 +396,7 @@ func TestDecodeBodyNotAudit(t *testing.T) {
 			if !errors.Is(err, ErrNotAudit) {
 				t.Fatalf("err = %v, want ErrNotAudit", err)
 			}
-			const prefix = "not Kubernetes audit JSON: expected an audit.k8s.io/v1 or v1beta1 EventList or Event, "
+			const prefix = "not Kubernetes audit JSON: expected an audit.k8s.io/v1, v1beta1 or v1alpha1 EventList or Event, "
 			if msg := err.Error(); !strings.HasPrefix(msg, prefix) || !strings.Contains(msg, tt.want) {
 				t.Errorf("error %q, want %q…%q", msg, prefix, tt.want)
 			}
