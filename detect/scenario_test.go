@@ -39,6 +39,8 @@ var scenarioCases = map[string]struct {
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
 	"incident-with-user-recreate": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}}, // not web/shop
+	"long-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
 	"idle-constant-rv":           {},
 	"user-recreates-service":     {},
 	"advancing-rv":               {},

@@ -64,6 +64,7 @@ func (r *Repository) SaveState(ctx context.Context, recs []StateRecord) error {
 
 // LoadState implements StateStore. A newer version only moves last_seen
 // forward, so filtering versions by last_seen before argMax is safe.
+// Aliases differ from column names: ClickHouse resolves aliases in WHERE.
 func (r *Repository) LoadState(ctx context.Context, detector string, clusters []string, since time.Time) ([]StateRecord, error) {
 	p := store.Params{"detector": stringParam(detector), "since": timeParam(since)}
 	cond := "detector = {detector:String} AND last_seen >= {since:DateTime64(6, 'UTC')}"
@@ -71,15 +72,15 @@ func (r *Repository) LoadState(ctx context.Context, detector string, clusters []
 		p["clusters"] = arrayParam(clusters)
 		cond += " AND cluster IN {clusters:Array(String)}"
 	}
-	sql := `SELECT cluster, key, toUnixTimestamp64Micro(argMax(last_seen, updated_at)) AS last_seen, argMax(body, updated_at) AS body
+	sql := `SELECT cluster, key, toUnixTimestamp64Micro(argMax(last_seen, updated_at)) AS seen_us, argMax(body, updated_at) AS body_json
 FROM detector_state WHERE ` + cond + `
 GROUP BY cluster, key ORDER BY cluster, key`
 	var out []StateRecord
 	err := selectRows(ctx, r.st, detector+" state", sql, p, func(row struct {
 		Cluster  string `json:"cluster"`
 		Key      string `json:"key"`
-		LastSeen int64  `json:"last_seen"`
-		Body     string `json:"body"`
+		LastSeen int64  `json:"seen_us"`
+		Body     string `json:"body_json"`
 	}) error {
 		out = append(out, StateRecord{Detector: detector, Cluster: row.Cluster, Key: row.Key,
 			LastSeen: micros(row.LastSeen), Body: json.RawMessage(row.Body)})

@@ -34,6 +34,15 @@ var all = []Scenario{
 		build: func(s *sim) { buildIncident(s, true) },
 	},
 	{
+		Name: "long-incident",
+		Doc: "The seed incident at length: the loop goes on for 50 restart periods (over 6 hours at the real scale, " +
+			"about 12 minutes compressed) amid background traffic. Expect one watch-loop finding, however many windows " +
+			"show it, whose last_seen follows the loop to its end, and a watch-rv-regression finding for each Services " +
+			"watcher that went back to 1200.",
+		version: "v1.9.2", commit: "5fa2db2", buggy: true,
+		build: func(s *sim) { buildIncidentFor(s, false, 50) },
+	},
+	{
 		Name: "idle-constant-rv",
 		Doc: "Kubernetes 1.10, nobody writes Services: kube-controller-manager and kube-proxy re-watch Services from the " +
 			"same resourceVersion at every restart, legitimately. No Endpoints churn. Expect no finding.",
@@ -298,7 +307,11 @@ func (s *sim) servicesWatchers() {
 
 // buildIncident is the seed incident, optionally with a user deleting and
 // re-creating web/shop during the loop.
-func buildIncident(s *sim, recreateShop bool) {
+func buildIncident(s *sim, recreateShop bool) { buildIncidentFor(s, recreateShop, 7) }
+
+// buildIncidentFor is the seed incident whose loop lasts about periods
+// restart periods.
+func buildIncidentFor(s *sim, recreateShop bool, periods int) {
 	s.seedCluster()
 	p := s.period()
 	admin, epc, kcm := s.admin(), s.endpointController(), s.kcm()
@@ -306,7 +319,7 @@ func buildIncident(s *sim, recreateShop bool) {
 	// The trigger: create, delete, create Services, then delete the
 	// early-created one. The endpoints controller follows each.
 	t := s.at(p * 16 / 10)
-	s.end = t.Add(4*s.scale.Step + 7*p)
+	s.end = t.Add(4*s.scale.Step + time.Duration(periods)*p)
 	for _, step := range []struct{ verb, ns, name string }{
 		{"create", "default", "tmp-1"}, {"delete", "default", "tmp-1"}, {"create", "web", "tmp-2"}, {"delete", "legacy", "legacy-api"},
 	} {
