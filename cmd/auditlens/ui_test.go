@@ -344,6 +344,12 @@ func TestUIInBrowser(t *testing.T) {
 				t.Errorf("row %d: %s %s after filtering on delete endpoints", i, verbs[i], resources[i])
 			}
 		}
+		// HA control planes: the apiserver is a filter and a stacking.
+		var hasAPIServer bool
+		b.eval(`!!document.querySelector('#filters input[name="apiserver"][list="dl-apiserver"]') && !!document.querySelector('#by option[value="apiserver"]')`, &hasAPIServer)
+		if !hasAPIServer {
+			t.Error("no apiserver filter field or stacking option")
+		}
 		// The filters are in the URL: reloading shows the same view.
 		b.run(chromedp.Reload())
 		b.waitReady("timeline", `document.querySelectorAll("#events tbody tr").length === `+fmt.Sprint(len(verbs)))

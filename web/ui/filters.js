@@ -8,6 +8,7 @@ export const FILTERS = [
   { name: 'since', label: 'Since', ph: '1h · 2026-11-29T14:00:00Z', help: 'RFC 3339 time or a duration before now (15m, 24h, 7d)' },
   { name: 'until', label: 'Until', ph: 'now', help: 'RFC 3339 time or a duration before now; exclusive' },
   { name: 'cluster', label: 'Cluster', ph: 'any', help: 'comma-separated values', values: true },
+  { name: 'apiserver', label: 'API server', ph: 'any', help: 'which kube-apiserver of the cluster sent the events (HA control planes); comma-separated values', values: true },
   { name: 'verb', label: 'Verb', ph: 'get,list,watch…', help: 'comma-separated values', values: true },
   { name: 'resource', label: 'Resource', ph: 'pods', help: 'comma-separated values', values: true },
   { name: 'namespace', label: 'Namespace', ph: 'any', help: 'comma-separated values', values: true },

@@ -7,8 +7,8 @@ import { drawHistogram } from './chart.js';
 import { filtersForm, filterParams, withDefaults } from './filters.js';
 import { openDetail } from './detail.js';
 
-export const BY = ['verb', 'user', 'resource', 'code', 'user_agent', 'namespace', 'cluster', 'stage'];
-const BY_LABEL = { user_agent: 'user agent' };
+export const BY = ['verb', 'user', 'resource', 'code', 'user_agent', 'namespace', 'cluster', 'apiserver', 'stage'];
+const BY_LABEL = { user_agent: 'user agent', apiserver: 'API server' };
 const EVENT_LIMIT = 200;
 const STAGE_SHORT = { RequestReceived: 'received', ResponseStarted: 'started', ResponseComplete: 'complete', Panic: 'panic' };
 
