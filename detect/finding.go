@@ -98,6 +98,9 @@ type Subjects struct {
 	// APIServers are the user agents of the cluster's kube-apiservers
 	// (their versions), as their own requests showed them.
 	APIServers []string `json:"apiservers,omitempty"`
+	// PartOf names the finding of the incident this one is part of (a
+	// watch-rv-regression that began a watch loop).
+	PartOf string `json:"part_of,omitempty"`
 }
 
 // Object names one API object.

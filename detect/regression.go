@@ -69,31 +69,46 @@ func NewRegression(cfg RegressionConfig) *Regression {
 // Name implements Detector.
 func (d *Regression) Name() string { return RegressionName }
 
-// reflectorKey hashes what identifies a reflector.
-const reflectorKey = "cityHash64(user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector)"
+// reflectorKey hashes what identifies a reflector here: unlike the watch
+// loop's program identity, the address stays in it, because a regression
+// compares the successive watches of one instance, and the instances of a
+// program that runs on every node (kube-proxy) share user and user agent.
+// Loopback informers (system:apiserver, all from 127.0.0.1) are told apart
+// by their apiserver.
+const reflectorKey = "cityHash64(user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, " + apiserverInstanceSQL + ")"
+
+// apiserverInstanceSQL names the apiserver of a loopback request.
+const apiserverInstanceSQL = "if(user = 'system:apiserver', toString(apiserver), '')"
+
+// isListSQL is true for a list and for a watch-list (a watch with
+// sendInitialEvents=true, how reflectors relist since 1.32): both start a
+// reflector over.
+const isListSQL = "(verb = 'list' OR (verb = 'watch' AND extractURLParameter(request_uri, 'sendInitialEvents') = 'true'))"
 
 // suspectsSQL finds, cheaply, the reflectors whose watches went back: a
 // reflector's first step back since its last list is a watch whose
 // resourceVersion is below that of the request just before it (up to
 // there its watches only went up), so one pass over each reflector's
 // requests in time order finds them (lists count as resourceVersion 0: a
-// relist starts over). It reads the stages of a request as they are: they
+// relist starts over; so do watch-lists). It reads the stages of a request as they are: they
 // share the request's start and resourceVersion, so copies and duplicates
 // never look like a step back, and FINAL is not needed.
 const suspectsSQL = `SELECT cluster, ident FROM (
     SELECT cluster, ` + reflectorKey + ` AS ident,
            arraySort(groupArray((toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts)),
-                                 if(verb = 'list', 0, toUInt64OrZero(req_rv)), verb = 'list', audit_id))) AS s
+                                 if(` + isListSQL + `, 0, toUInt64OrZero(req_rv)), ` + isListSQL + `, audit_id))) AS s
     FROM audit_events
-    WHERE %WINDOW% AND (verb = 'list' OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%
+    WHERE %WINDOW% AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%
     GROUP BY cluster, ident
 )
 WHERE arrayExists((cur, prev) -> cur.3 = 0 AND cur.2 < prev.2, arrayPopFront(s), arrayPopBack(s))`
 
 // regressionSQL lists the watches that went back, for the suspects only.
-// Innermost: one row per watch or list (audit ID). Then seg numbers each
-// client's lists so far; the window frame compares a watch only with the
-// earlier watches of the same client since its last list.
+// Innermost: one row per watch or list (audit ID; a watch-list counts as a
+// list, a watch that failed with a 4xx or 5xx code is left out: it did not
+// restart the reflector's stream). Then seg numbers each client's lists so
+// far; the window frame compares a watch only with the earlier watches of
+// the same client since its last list.
 const regressionSQL = `SELECT cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector,
        audit_id, rv, start, stage, uri, code, prev_max, prev_id
 FROM (
@@ -101,23 +116,26 @@ FROM (
            max(if(r_verb = 'watch', rvn, 0)) OVER w AS prev_max,
            argMax(if(r_verb = 'watch', audit_id, ''), if(r_verb = 'watch', rvn, 0)) OVER w AS prev_id
     FROM (
-        SELECT *, sum(r_verb = 'list') OVER (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector
+        SELECT *, sum(r_verb = 'list') OVER (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, instance
                                              ORDER BY start, audit_id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS seg
         FROM (
             SELECT cluster, audit_id,
                    any(user) AS user, any(user_agent) AS user_agent, any(source_ip) AS source_ip,
                    any(api_group) AS api_group, any(resource) AS resource, any(namespace) AS namespace,
                    any(label_selector) AS label_selector, any(field_selector) AS field_selector,
-                   any(verb) AS r_verb, any(req_rv) AS rv, toUInt64OrZero(any(req_rv)) AS rvn,
+                   any(r_instance) AS instance,
+                   if(max(r_list), 'list', any(verb)) AS r_verb, any(req_rv) AS rv, toUInt64OrZero(any(req_rv)) AS rvn,
                    min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS start,
                    argMin(stage, ts) AS stage, any(request_uri) AS uri, max(code) AS code
-            FROM (SELECT * FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
+            FROM (SELECT *, ` + apiserverInstanceSQL + ` AS r_instance, ` + isListSQL + ` AS r_list
+                  FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
                   WHERE %WINDOW% AND verb IN ('watch', 'list')%RESOURCES%
                     AND ` + reflectorKey + ` IN {suspects:Array(UInt64)})
             GROUP BY cluster, audit_id
+            HAVING NOT (r_verb = 'watch' AND code >= 400)
         )
     )
-    WINDOW w AS (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, seg
+    WINDOW w AS (PARTITION BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, instance, seg
                  ORDER BY start, audit_id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
 )
 WHERE r_verb = 'watch' AND rvn > 0 AND rvn < prev_max
@@ -217,7 +235,53 @@ func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Findi
 		d.describe(&f)
 		out = append(out, f)
 	}
+	if err := d.link(ctx, q, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// link marks the regressions that belong to a watch-loop finding already
+// stored (the watch-loop detector runs first): the same reflector looping
+// from the resourceVersion it went back to. They are the same incident,
+// so such a regression is no separate warning: it becomes information
+// that names the loop (Subjects.PartOf).
+func (d *Regression) link(ctx context.Context, q Querier, fs []Finding) error {
+	loopOf := map[string]string{} // regression ID → loop ID
+	for _, f := range fs {
+		s := f.Subjects
+		if s.User == "system:apiserver" {
+			continue // a loopback loop is named by its apiserver, which this finding does not carry
+		}
+		loopOf[f.ID] = FindingID(WatchLoopName, f.Cluster, s.User, programName(s.UserAgent, s.User), "", s.APIGroup, s.Resource,
+			s.Namespace, s.LabelSelector, s.FieldSelector, s.ResourceVersion)
+	}
+	if len(loopOf) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, id := range loopOf {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	stored := map[string]bool{}
+	err := selectRows(ctx, q, "watch-loop findings", "SELECT DISTINCT id FROM findings WHERE id IN {ids:Array(String)}",
+		store.Params{"ids": arrayParam(slices.Compact(ids))}, func(r struct {
+			ID string `json:"id"`
+		}) error {
+			stored[r.ID] = true
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	for i := range fs {
+		if id := loopOf[fs[i].ID]; stored[id] {
+			fs[i].Subjects.PartOf = id
+			d.describe(&fs[i])
+		}
+	}
+	return nil
 }
 
 // highest returns the row whose earlier watch had the highest
@@ -247,6 +311,9 @@ func (d *Regression) Merge(prev, next Finding) Finding {
 		f.Evidence = slices.DeleteFunc(f.Evidence, func(e Evidence) bool {
 			return e.Role == RoleHighWatch && e.ResourceVersion != f.Subjects.PreviousResourceVersion
 		})
+	}
+	if f.Subjects.PartOf == "" {
+		f.Subjects.PartOf = prev.Subjects.PartOf // once linked, linked
 	}
 	d.describe(&f)
 	f.Subjects.WatchRestarts = max(f.Subjects.WatchRestarts, prev.Subjects.WatchRestarts, next.Subjects.WatchRestarts)
@@ -285,6 +352,10 @@ func (d *Regression) describe(f *Finding) {
 		conf += 0.1
 	}
 	f.Confidence = round2(min(conf, 0.99))
+	f.Severity = Warning
+	if s.PartOf != "" {
+		f.Severity = Info
+	}
 	f.Title = fmt.Sprintf("%s resumed its watch of %s from resourceVersion %s, lower than %s it had already used",
 		prog, s.Resource, s.ResourceVersion, s.PreviousResourceVersion)
 
@@ -307,7 +378,11 @@ func (d *Regression) describe(f *Finding) {
 	if affected {
 		fmt.Fprintf(&b, "%s %s is in the affected range. ", prog, ver)
 	}
-	b.WriteString("If dependent objects churn after its restarts, a watch-loop finding names them.")
+	if s.PartOf != "" {
+		fmt.Fprintf(&b, "It is how the watch loop of finding %s began: that finding names the churn it causes.", s.PartOf)
+	} else {
+		b.WriteString("If dependent objects churn after its restarts, a watch-loop finding names them.")
+	}
 	f.Summary = b.String()
 	f.Remediation = "Upgrade the kube-apiservers to 1.10.0 or later, or 1.9.3, 1.8.8 or 1.7.13 (PR #58547 fixed the DELETE " +
 		"event's resourceVersion that PR #46223 broke in 1.7.0). Until then restart " + prog + " so that it relists and " +
