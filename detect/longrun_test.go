@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,4 +232,53 @@ func (m memFindings) Upsert(_ context.Context, fs []detect.Finding) error {
 		m[f.ID] = f
 	}
 	return nil
+}
+
+// TestRegressionPartOfLoop: the regression that began a watch loop is the
+// same incident: information naming the loop, not a second warning. The
+// other Services watchers that went back (kube-proxy, kube-dns) loop
+// without churn: their regressions stay warnings.
+func TestRegressionPartOfLoop(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("seed-incident")
+	tr := sc.Generate(scenario.Compressed, scenario.Start, 5)
+	const cluster = "part-of"
+	w := span(importTrace(t, st, tr, cluster), cluster)
+	repo := detect.NewRepository(st, nil)
+	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{State: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.RunOnce(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loopID string
+	for _, f := range res.Findings {
+		if f.Detector == detect.WatchLoopName {
+			loopID = f.ID
+		}
+	}
+	if loopID == "" {
+		t.Fatal("no watch-loop finding")
+	}
+	linked := 0
+	for _, f := range res.Findings {
+		if f.Detector != detect.RegressionName {
+			continue
+		}
+		kcm := f.Subjects.User == "system:kube-controller-manager"
+		switch {
+		case kcm && (f.Subjects.PartOf != loopID || f.Severity != detect.Info || !strings.Contains(f.Summary, loopID)):
+			t.Errorf("kube-controller-manager's regression: part_of %q, %s; want part of %s, info", f.Subjects.PartOf, f.Severity, loopID)
+		case !kcm && (f.Subjects.PartOf != "" || f.Severity != detect.Warning):
+			t.Errorf("%s's regression: part_of %q, %s; want a warning of its own", f.Subjects.User, f.Subjects.PartOf, f.Severity)
+		}
+		if kcm {
+			linked++
+		}
+	}
+	if linked != 1 {
+		t.Errorf("%d regressions of kube-controller-manager, want 1", linked)
+	}
 }
