@@ -41,16 +41,16 @@ func hidden(rep Report) []string {
 // (the docs example's rule 3, Falco's rule 4, GCE's rule 0): kube-proxy's
 // own watch regressions go unseen, but kube-controller-manager's watches
 // and the endpoints controller's writes are recorded (at Request or
-// RequestResponse by each policy's core-group rule), and kubelets'
-// watches of Services prove that Services advanced, so watch-loop sees
-// the incident. None sets a Service write at RequestResponse in the docs
+// RequestResponse by each policy's core-group rule), and the watches of
+// kube-controller-manager and kubelets show newer resourceVersions, so
+// watch-loop sees the incident. None sets a Service write at RequestResponse in the docs
 // and Falco examples (their core-group rule is Request), which only
 // removes one of the alternatives.
 func TestPublishedPolicies(t *testing.T) {
 	kubeProxy := func(rule int) []string {
 		r := "@rules[" + strconv.Itoa(rule) + "]"
 		return []string{
-			"watch-loop/rv-advanced: kube-proxy watches services of all namespaces " + r,
+			"watch-loop/rv-advanced: kube-proxy watches endpoints of all namespaces " + r,
 			"watch-rv-regression/other-watches: kube-proxy watches services of all namespaces " + r,
 			"watch-rv-regression/other-watches: kube-proxy watches endpoints of all namespaces " + r,
 		}
@@ -130,7 +130,7 @@ func TestSyntheticPolicies(t *testing.T) {
   verbs: [create, delete]
   omitStages: [ResponseComplete]
 - level: Metadata
-`, Blinded, OK, "watch-loop/endpoints-churn: endpoints controller (service account) creates endpoints in namespace default @rules[0]"},
+`, Blinded, OK, "watch-loop/endpoints-churn: endpoints controller (service account) deletes endpoints in namespace default @rules[0]"},
 		{"service accounts dropped", "rules:\n- level: None\n  userGroups: [system:serviceaccounts]\n- level: Metadata\n", Blinded, Weakened,
 			"watch-loop/endpoints-churn: endpoints controller (service account) deletes endpoints in namespace default @rules[0]"},
 		{"node agents' watches dropped, no response bodies", `rules:
@@ -141,7 +141,24 @@ func TestSyntheticPolicies(t *testing.T) {
   users: [system:kube-proxy, system:serviceaccount:kube-system:kube-proxy]
   verbs: [watch]
 - level: Metadata
+`, OK, Weakened, "watch-rv-regression/other-watches: kubelet watches pods of all namespaces @rules[0]"},
+		{"every watch but the static one dropped, no response bodies", `rules:
+- level: Metadata
+  users: [system:kube-controller-manager]
+  verbs: [watch]
+  resources: [{group: "", resources: [services]}]
+- level: None
+  verbs: [watch]
+- level: Metadata
 `, Blinded, Weakened, "watch-loop/rv-advanced: a user creates services in namespace default @rules[2]"},
+		{"the apiserver's own requests dropped", "rules:\n- level: None\n  users: [system:apiserver]\n- level: Metadata\n", Weakened, OK,
+			"watch-loop/apiserver-version: kube-apiserver (loopback) watches services of all namespaces @rules[0]"},
+		{"Endpoints creates dropped", `rules:
+- level: None
+  verbs: [create]
+  resources: [{group: "", resources: [endpoints]}]
+- level: Metadata
+`, Weakened, OK, "watch-loop/endpoints-recreate: kube-controller-manager creates endpoints in namespace default @rules[0]"},
 		{"node agents' watches dropped, Service writes with bodies", `rules:
 - level: None
   userGroups: [system:nodes]

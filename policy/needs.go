@@ -45,6 +45,9 @@ var (
 	KubeProxySA = Client{Name: "kube-proxy (service account)", User: "system:serviceaccount:kube-system:kube-proxy",
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
 	Kubelet = Client{Name: "kubelet", User: "system:node:node-1", Groups: []string{"system:nodes", "system:authenticated"}, ByGroup: "system:nodes"}
+	// APIServer is a kube-apiserver's own loopback client: its user agent
+	// names the apiserver's version.
+	APIServer = Client{Name: "kube-apiserver (loopback)", User: "system:apiserver", Groups: []string{"system:masters"}}
 	// Person is anyone else: a user with kubectl, a CI pipeline.
 	Person = Client{Name: "a user", User: "alice", Groups: []string{"system:authenticated"}, ByGroup: "system:authenticated"}
 )
@@ -150,30 +153,43 @@ func Needs() []DetectorNeeds {
 			{
 				ID: "static-watch", Title: "watches of Services by kube-controller-manager", Effect: Blinds,
 				Probes: []Probe{probe(ControllerManager, "watch", "services", "", watchStages)},
-				Why:    "the loop is kube-controller-manager re-watching Services from one resourceVersion (in the requestURI); any stage of a watch counts",
-				Loss:   "the static watches that make the loop are never seen",
+				Why: "the loop is kube-controller-manager re-watching Services from one resourceVersion (in the requestURI); any stage of a watch counts, " +
+					"and a stage with a response code (ResponseStarted or ResponseComplete) tells a failed watch, which is no restart",
+				Loss: "the static watches that make the loop are never seen",
 			},
 			{
-				ID: "endpoints-churn", Title: "Endpoints deletes and creates by the endpoints controller", Effect: Blinds,
+				ID: "endpoints-churn", Title: "Endpoints deletes by the endpoints controller", Effect: Blinds,
 				Probes: []Probe{
 					probe(ControllerManager, "delete", "endpoints", "default", completeStages),
-					probe(ControllerManager, "create", "endpoints", "default", completeStages),
 					probe(EndpointController, "delete", "endpoints", "default", completeStages),
-					probe(EndpointController, "create", "endpoints", "default", completeStages),
 				},
-				Why:  "the symptom is Endpoints deleted and re-created after each restart; the detector reads their ResponseComplete stage (with its 2xx code). The endpoints controller writes as kube-controller-manager, or as its own service account with --use-service-account-credentials",
-				Loss: "the delete→create pairs that prove the loop hurts are never seen",
+				Why: "the harm is Endpoints of live Services deleted right after each restart, by the same program (user-agent product) whose watch restarted; " +
+					"the detector reads their ResponseComplete stage (with its 2xx code). The endpoints controller writes as kube-controller-manager, " +
+					"or as its own service account with --use-service-account-credentials",
+				Loss: "the churn that proves the loop hurts is never seen",
 			},
 			{
-				ID: "rv-advanced", Title: "proof that Services moved past the static resourceVersion", Effect: Blinds, Any: true,
+				ID: "endpoints-recreate", Title: "Endpoints creates by the endpoints controller", Effect: Weakens,
 				Probes: []Probe{
+					probe(ControllerManager, "create", "endpoints", "default", completeStages),
+					probe(EndpointController, "create", "endpoints", "default", completeStages),
+				},
+				Why:  "the finding pairs each churned delete with its re-create, to show how long the Endpoints were gone",
+				Loss: "the loop is still found, but the finding cannot say when the Endpoints came back",
+			},
+			{
+				ID: "rv-advanced", Title: "any request that shows a newer resourceVersion", Effect: Blinds, Any: true,
+				Probes: []Probe{
+					probe(ControllerManager, "watch", "pods", "", watchStages),
+					probe(Kubelet, "watch", "pods", "", watchStages),
 					probe(Kubelet, "watch", "services", "", watchStages),
-					probe(KubeProxy, "watch", "services", "", watchStages),
+					probe(KubeProxy, "watch", "endpoints", "", watchStages),
 					probe(KubeProxySA, "watch", "services", "", watchStages),
 					svcWrite,
 				},
-				Why:  "a static resourceVersion is only a loop when Services moved on: another client's watch from a higher resourceVersion, or a write whose response object carries one (RequestResponse)",
-				Loss: "the detector can never show that Services advanced, so it reports nothing",
+				Why: "a static resourceVersion is only stale when the cluster moved past it. resourceVersions are etcd revisions, global to the cluster: " +
+					"any client's watch or list of any resource from a higher one, at any time, or a write whose response object carries one (RequestResponse), proves it",
+				Loss: "the detector can never show that the static resourceVersion is stale, so it reports nothing",
 			},
 			{
 				ID: "owner-changes", Title: "Service deletes and creates by users", Effect: Weakens,
@@ -181,8 +197,14 @@ func Needs() []DetectorNeeds {
 					probe(Person, "delete", "services", "default", requestStages),
 					probe(Person, "create", "services", "default", requestStages),
 				},
-				Why:  "a user deleting and re-creating a Service explains the Endpoints pair that follows; any stage counts",
-				Loss: "a user re-creating Services can be reported as the loop (a false alarm)",
+				Why:  "a Service deleted or created explains the endpoints controller's Endpoints write within 10 s after it (its reaction); any stage counts",
+				Loss: "a user re-creating a Service right after a restart of a static watcher can be reported as the loop (a false alarm)",
+			},
+			{
+				ID: "apiserver-version", Title: "the kube-apiserver's own requests", Effect: Weakens,
+				Probes: []Probe{probe(APIServer, "watch", "services", "", watchStages)},
+				Why:  "the DELETE-event bug is the apiserver's: its version comes from its own loopback requests (user agent kube-apiserver/vX.Y.Z)",
+				Loss: "the finding cannot say whether the apiservers run an affected version (1.7.0–1.7.12, 1.8.0–1.8.7, 1.9.0–1.9.2)",
 			},
 		}},
 		{Detector: Regression, Needs: []Need{
