@@ -203,8 +203,8 @@ func Needs() []DetectorNeeds {
 			{
 				ID: "apiserver-version", Title: "the kube-apiserver's own requests", Effect: Weakens,
 				Probes: []Probe{probe(APIServer, "watch", "services", "", watchStages)},
-				Why:  "the DELETE-event bug is the apiserver's: its version comes from its own loopback requests (user agent kube-apiserver/vX.Y.Z)",
-				Loss: "the finding cannot say whether the apiservers run an affected version (1.7.0–1.7.12, 1.8.0–1.8.7, 1.9.0–1.9.2)",
+				Why:    "the DELETE-event bug is the apiserver's: its version comes from its own loopback requests (user agent kube-apiserver/vX.Y.Z)",
+				Loss:   "the finding cannot say whether the apiservers run an affected version (1.7.0–1.7.12, 1.8.0–1.8.7, 1.9.0–1.9.2)",
 			},
 		}},
 		{Detector: Regression, Needs: []Need{
