@@ -24,34 +24,58 @@
 // # Detectors
 //
 // [WatchLoop] ("watch-loop") finds the static-resourceVersion watch loop
-// behind vanishing Endpoints (DOMAIN.md; Kubernetes 1.7.0–1.9.2): a client
-// re-watching Services from the same resourceVersion across restarts while
-// Services demonstrably moved on, each restart followed by Endpoints
-// deleted and re-created for Services nobody deleted. Its parameters
-// ([WatchLoopConfig]) and their defaults:
+// behind vanishing Endpoints (DOMAIN.md; Kubernetes 1.7.0–1.9.2): a
+// reflector (a program's watch: user, user-agent product, namespace,
+// selectors) re-watching Services from the same resourceVersion across
+// restarts, while the cluster was seen past it (any higher
+// resourceVersion: etcd revisions are global), each restart followed by
+// the same program deleting Endpoints that no Service create or delete
+// explains (a Service write explains the Endpoints writes within
+// ReactionWithin after it, nothing later). Its doc comment says exactly
+// what it claims and needs. Parameters ([WatchLoopConfig]) and defaults:
 //
 //	Resources         services    watched resources whose loop is looked for
-//	ChurnResource     endpoints   the resource whose delete→create pairs are the symptom
-//	OwnerResource     services    a delete or create of it (same namespace/name) in the window explains a pair
+//	ChurnResource     endpoints   the resource whose deletes (and re-creates) are the symptom
+//	OwnerResource     services    whose create/delete explains a churn write right after it
 //	MinRestarts       3           restarts from one resourceVersion that make it "static"
 //	RetrySpacing      5s          watches closer than this are one restart (quick retries)
 //	FollowWithin      30s         a delete this soon after a restart follows it
-//	PairWithin        15m         longest delete→create gap of a pair
+//	ReactionWithin    10s         an owner write explains the churn writes this long after it
+//	PairWithin        30m         longest delete→re-create gap shown as a pair
 //	MinIterations     2           restarts followed by churn that make a loop
-//	MinFollowedRatio  0.5         least share of restarts followed by churn
-//	IgnoreChurnBy     system:apiserver  writers whose pairs never count
+//	MinFollowedRatio  0.5         least share of restarts followed by churn, to declare a loop
+//	IgnoreChurnBy     system:apiserver  writers whose writes never count
+//	Settle            2m          restarts younger than this are counted, not yet remembered
+//	Remember          168h        how long a reflector's history outlives its last restart
 //	MaxEvidence       1000        evidence kept per finding
 //
 // The defaults hold at real time scales (client-go restarts watches every
-// 5–10 minutes; the replay and the endpoints controller act within seconds
-// of a restart; Endpoints stayed gone for minutes) and at compressed test
-// scales (restarts every 10–20 s, re-creation within seconds).
+// 5–10 minutes; the replay and the endpoints controller act within
+// milliseconds of a restart; Endpoints stayed gone for minutes; loops run
+// for days) and at compressed test scales (restarts every 10–25 s).
+//
+// # State across windows
+//
+// A detector that implements [Stateful] is given a [StateStore] by the
+// Runner (serve, detect and import pass the [Repository], over the
+// detector_state table). The watch loop remembers there each reflector's
+// history from a static resourceVersion once churn followed it
+// (restarts, iterations, victims, first and last seen, whether a loop was
+// declared, the request that proved the cluster past it) and each
+// cluster's head (the highest resourceVersion seen, the apiservers' user
+// agents). Every evaluation adds the restarts of its window that the
+// history has not counted yet, so counts add up across overlapping
+// windows and restarts of serve, and a declared loop stays one finding
+// whose last_seen follows every restart from its resourceVersion, even
+// in windows without churn.
 //
 // [Regression] ("watch-rv-regression") finds a client whose successive
 // watches of a resource restart from a resourceVersion lower than one it
 // already used, without relisting in between — the DELETE-event bug of
-// seed 001. Parameters ([RegressionConfig]): Resources (default all),
-// MaxEvidence.
+// seed 001. Failed watches are left out and a watch-list counts as a
+// relist. A regression whose reflector and resourceVersion are those of a
+// stored watch-loop finding is information naming it (Subjects.PartOf).
+// Parameters ([RegressionConfig]): Resources (default all), MaxEvidence.
 //
 // # Evidence roles
 //
