@@ -148,6 +148,19 @@ func TestWatchLoopRules(t *testing.T) {
 				l.churn(at, epcUA, "api")
 			}
 		}},
+		{name: "watches and churn through different apiservers of one cluster", want: 1, build: func(l *loopLog) {
+			l.advance(30 * time.Second)
+			for i, at := range restarts {
+				as, other := "apiserver-a", "apiserver-b"
+				if i%2 == 1 {
+					as, other = other, as
+				}
+				l.add(req{at: at, user: kcmUser, ua: kcmUA, ip: "10.0.0.100", apisv: as, verb: "watch", resource: "services", rv: "1200",
+					code: 200, uri: "/api/v1/services?resourceVersion=1200&watch=true"})
+				l.add(req{at: at + 20*time.Millisecond, user: kcmUser, ua: epcUA, ip: "10.0.0.100", apisv: other, verb: "delete",
+					resource: "endpoints", ns: "default", name: "api", code: 200})
+			}
+		}},
 		{name: "loopback informers of two apiservers are two reflectors", cfg: detect.WatchLoopConfig{IgnoreChurnBy: []string{}},
 			build: func(l *loopLog) { loopback(l, []string{"apiserver-a", "apiserver-b"}) }},
 		{name: "loopback informers of one apiserver are one reflector", cfg: detect.WatchLoopConfig{IgnoreChurnBy: []string{}}, want: 1,
