@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/store"
@@ -33,6 +35,14 @@ type History struct {
 	// Truncated says there were more requests than the limit: Events are
 	// the latest ones.
 	Truncated bool `json:"truncated"`
+	// Watchers are the same watches (and those of the other watched
+	// resources asked for) grouped by the program that made them, each with
+	// its latest watch requests: every restart and the resourceVersion it
+	// resumed from. The most active watchers first.
+	Watchers []Watcher `json:"watchers"`
+	// WatchersTruncated says there were more watchers than
+	// MaxHistoryWatchers: Watchers are the most active ones.
+	WatchersTruncated bool `json:"watchers_truncated"`
 }
 
 // ObjectEvent is one request on an object.
@@ -59,6 +69,7 @@ type Watch struct {
 	Cluster         string     `json:"cluster"`
 	APIServer       string     `json:"apiserver"`
 	AuditID         string     `json:"audit_id"`
+	Resource        string     `json:"resource"`
 	User            string     `json:"user"`
 	UserAgent       string     `json:"user_agent"`
 	SourceIP        string     `json:"source_ip"`
@@ -71,12 +82,79 @@ type Watch struct {
 	Code            int32      `json:"code"`
 }
 
+// Watcher is one program's watch of one resource across its restarts:
+// the reflector the watch-loop detector follows. Its identity is the
+// user, the user agent's product (Program), the resource, the namespace
+// and the selectors, so reconnects through a load balancer and a new
+// leader of kube-controller-manager stay one watcher; the loopback
+// informers of several kube-apiservers (user system:apiserver) are one
+// watcher per apiserver (Instance).
+type Watcher struct {
+	Cluster string `json:"cluster"`
+	User    string `json:"user"`
+	// UserAgent is the one of its latest watch.
+	UserAgent     string   `json:"user_agent"`
+	Program       string   `json:"program"`
+	Instance      string   `json:"instance,omitempty"`
+	APIGroup      string   `json:"api_group"`
+	Resource      string   `json:"resource"`
+	Namespace     string   `json:"namespace"`
+	LabelSelector string   `json:"label_selector"`
+	FieldSelector string   `json:"field_selector"`
+	SourceIPs     []string `json:"source_ips"` // up to 16, sorted
+	// Watches counts its watch requests in the range, ResourceVersions the
+	// distinct resourceVersions they asked for: many watches from one
+	// resourceVersion is a reflector that never moves on.
+	Watches          int       `json:"watches"`
+	ResourceVersions int       `json:"resource_versions"`
+	First            time.Time `json:"first"` // the start of its first watch in the range
+	Last             time.Time `json:"last"`  // the start of its latest
+	// Restarts are its latest watch requests (MaxWatcherRestarts at
+	// most), oldest first: each start is a (re)start of the watch.
+	Restarts []WatchRestart `json:"restarts"`
+	// RestartsTruncated says Watches > len(Restarts): older ones are left out.
+	RestartsTruncated bool `json:"restarts_truncated"`
+}
+
+// WatchRestart is one watch request of a watcher.
+type WatchRestart struct {
+	AuditID   string     `json:"audit_id"`
+	APIServer string     `json:"apiserver"`
+	SourceIP  string     `json:"source_ip"`
+	Start     time.Time  `json:"start"`
+	End       *time.Time `json:"end"` // nil while open (or its end is not stored)
+	// ResourceVersion is the one it asked for (resourceVersion= in its
+	// requestURI): where the reflector resumed.
+	ResourceVersion string `json:"resource_version"`
+	Code            int32  `json:"code"`
+}
+
+// HistoryOptions are ObjectHistoryWith's optional arguments.
+type HistoryOptions struct {
+	// Since and Until bound the requests ([Since, Until); zero leaves an
+	// end open).
+	Since, Until time.Time
+	// Limit bounds the requests (0: DefaultHistoryLimit).
+	Limit int
+	// WatchResources are the resources whose watches to return (default:
+	// the object's), e.g. endpoints and services for Endpoints whose
+	// churn a watcher of Services explains. At most MaxWatchResources.
+	WatchResources []string
+}
+
 // DefaultHistoryLimit is the number of requests ObjectHistory returns when
 // its limit is 0; MaxHistoryLimit the most it returns.
 const (
 	DefaultHistoryLimit = 1000
 	MaxHistoryLimit     = 10_000
 	maxHistoryWatches   = 500
+	// MaxHistoryWatchers bounds the watchers returned, MaxWatcherRestarts
+	// the restarts returned per watcher (the latest), so that a busy
+	// resource stays cheap.
+	MaxHistoryWatchers = 50
+	MaxWatcherRestarts = 100
+	// MaxWatchResources bounds HistoryOptions.WatchResources.
+	MaxWatchResources = 8
 	// watchReach is how far before an object's first event a watch open
 	// at that time may have started: apiservers end watches after
 	// --min-request-timeout (30 minutes at most by default).
@@ -87,9 +165,25 @@ const (
 // (zero times leave the ends open), and the watches of its resource open
 // meanwhile. limit bounds the requests (0: DefaultHistoryLimit).
 func ObjectHistory(ctx context.Context, st Selecter, obj ObjectRef, since, until time.Time, limit int) (History, error) {
-	h := History{Object: obj, Events: []ObjectEvent{}, Watches: []Watch{}}
+	return ObjectHistoryWith(ctx, st, obj, HistoryOptions{Since: since, Until: until, Limit: limit})
+}
+
+// ObjectHistoryWith is ObjectHistory with the watches of other resources
+// too (opt.WatchResources).
+func ObjectHistoryWith(ctx context.Context, st Selecter, obj ObjectRef, opt HistoryOptions) (History, error) {
+	since, until, limit := opt.Since, opt.Until, opt.Limit
+	h := History{Object: obj, Events: []ObjectEvent{}, Watches: []Watch{}, Watchers: []Watcher{}}
 	if obj.Resource == "" || obj.Name == "" {
 		return h, fmt.Errorf("%w: an object needs a resource and a name (namespace empty for a cluster-scoped one)", ErrBadFilter)
+	}
+	resources := []string{}
+	for _, r := range append([]string{obj.Resource}, opt.WatchResources...) {
+		if r != "" && !slices.Contains(resources, r) {
+			resources = append(resources, r)
+		}
+	}
+	if len(resources) > MaxWatchResources {
+		return h, fmt.Errorf("%w: watches of %d resources asked for, at most %d", ErrBadFilter, len(resources), MaxWatchResources)
 	}
 	switch {
 	case limit == 0:
@@ -151,39 +245,33 @@ LIMIT {limit:UInt32}`
 	}
 	wp := store.Params{
 		"clusters":  store.StringArrayParam(clusters),
-		"resource":  store.StringParam(obj.Resource),
+		"resources": store.StringArrayParam(resources),
 		"namespace": store.StringParam(obj.Namespace),
 		"from":      store.TimeParam(first),
 		"to":        store.TimeParam(last),
 		"reach_ms":  strconv.FormatInt(watchReach.Milliseconds(), 10),
 		"limit":     strconv.Itoa(maxHistoryWatches),
 	}
-	wsql := `SELECT cluster AS c, any(apiserver) AS api, audit_id AS id, any(user) AS us, any(user_agent) AS ua, any(source_ip) AS ip,
+	wsql := `SELECT cluster AS c, any(apiserver) AS api, audit_id AS id, any(resource) AS res, any(user) AS us, any(user_agent) AS ua, any(source_ip) AS ip,
 	any(namespace) AS ns, any(req_rv) AS rv, any(label_selector) AS ls, any(field_selector) AS fs,
-	min(ts) AS start_ts, maxIf(ts, stage IN ('ResponseComplete', 'Panic')) AS end_ts,
-	toUnixTimestamp64Micro(start_ts) AS s_us, toUnixTimestamp64Micro(end_ts) AS e_us,
-	toBool(countIf(stage IN ('ResponseComplete', 'Panic')) > 0) AS ended, max(code) AS cd
-FROM audit_events
-WHERE cluster IN {clusters:Array(String)} AND resource = {resource:String} AND verb = 'watch'
-  AND namespace IN ('', {namespace:String})
-  AND ts >= {from:DateTime64(6, 'UTC')} - toIntervalMillisecond({reach_ms:Int64})
-  AND ts < {to:DateTime64(6, 'UTC')} + toIntervalMillisecond({reach_ms:Int64})
+	` + watchSpanCols + `, max(code) AS cd
+FROM audit_events` + watchesWhere + `
 GROUP BY c, id
-HAVING start_ts <= {to:DateTime64(6, 'UTC')} AND (NOT ended OR end_ts >= {from:DateTime64(6, 'UTC')})
+HAVING` + watchesHaving + `
 ORDER BY start_ts, id
 LIMIT {limit:UInt32}`
 	err = st.Select(ctx, wsql, wp, func(row []byte) error {
 		var r struct {
-			C, API, ID, Us, UA, IP, NS, RV, LS, FS string
-			SUs                                    int64 `json:"s_us"`
-			EUs                                    int64 `json:"e_us"`
-			Ended                                  bool
-			Cd                                     int32
+			C, API, ID, Res, Us, UA, IP, NS, RV, LS, FS string
+			SUs                                         int64 `json:"s_us"`
+			EUs                                         int64 `json:"e_us"`
+			Ended                                       bool
+			Cd                                          int32
 		}
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding a watch row: %w", err)
 		}
-		w := Watch{Cluster: r.C, APIServer: r.API, AuditID: r.ID, User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Namespace: r.NS,
+		w := Watch{Cluster: r.C, APIServer: r.API, AuditID: r.ID, Resource: r.Res, User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Namespace: r.NS,
 			ResourceVersion: r.RV, LabelSelector: r.LS, FieldSelector: r.FS, Code: r.Cd}
 		w.Start = time.UnixMicro(r.SUs).UTC()
 		if r.Ended {
@@ -194,7 +282,119 @@ LIMIT {limit:UInt32}`
 		return nil
 	})
 	if err != nil {
-		return h, fmt.Errorf("reading the watches of %s: %w", obj.Resource, err)
+		return h, fmt.Errorf("reading the watches of %s: %w", strings.Join(resources, ", "), err)
+	}
+	if err := watchers(ctx, st, wp, &h); err != nil {
+		return h, fmt.Errorf("reading the watchers of %s: %w", strings.Join(resources, ", "), err)
 	}
 	return h, nil
+}
+
+// The watches of the resources watched: cluster-wide or in the object's
+// namespace, started up to watchReach around the object's events.
+const watchesWhere = `
+WHERE cluster IN {clusters:Array(String)} AND resource IN {resources:Array(String)} AND verb = 'watch'
+  AND namespace IN ('', {namespace:String})
+  AND ts >= {from:DateTime64(6, 'UTC')} - toIntervalMillisecond({reach_ms:Int64})
+  AND ts < {to:DateTime64(6, 'UTC')} + toIntervalMillisecond({reach_ms:Int64})`
+
+// watchSpanCols are a watch's start and end, grouped by audit ID.
+const watchSpanCols = `min(ts) AS start_ts, maxIf(ts, stage IN ('ResponseComplete', 'Panic')) AS end_ts,
+	toUnixTimestamp64Micro(start_ts) AS s_us, toUnixTimestamp64Micro(end_ts) AS e_us,
+	toBool(countIf(stage IN ('ResponseComplete', 'Panic')) > 0) AS ended`
+
+// Kept: the watches open at some time between the first and last event.
+const watchesHaving = ` start_ts <= {to:DateTime64(6, 'UTC')} AND (NOT ended OR end_ts >= {from:DateTime64(6, 'UTC')})`
+
+// programSQL and instanceSQL name a watcher as the watch detectors name a
+// reflector (detect/watches.go): the user agent's product, else the whole
+// user agent, else the user; and, for the loopback informers of the
+// kube-apiservers, which apiserver runs it.
+const (
+	programSQL  = `multiIf(position(user_agent, '/') > 1, substring(user_agent, 1, position(user_agent, '/') - 1), user_agent != '', toString(user_agent), toString(user))`
+	instanceSQL = `if(user = 'system:apiserver', concat(toString(apiserver), '|', toString(source_ip)), '')`
+)
+
+// watchersSQL groups the watches of watchesWhere/watchesHaving by watcher
+// and keeps the latest {per} of each (groupArraySorted of the negated
+// start: bounded memory however many watches a watcher made), the
+// {watchers} most active watchers.
+const watchersSQL = `SELECT c, toString(ident) AS ident, any(w_user) AS us, argMax(w_ua, s_us) AS ua, any(w_program) AS prog,
+	any(w_instance) AS inst, any(w_group) AS grp, any(w_res) AS res, any(w_ns) AS ns, any(w_ls) AS ls, any(w_fs) AS fs,
+	arraySort(groupUniqArray(16)(w_ip)) AS ips, count() AS n, uniqExact(w_rv) AS rvs, min(s_us) AS first_us, max(s_us) AS last_us,
+	groupArraySorted({per:UInt32})((-s_us, id, w_rv, e_us, ended, cd, api, w_ip)) AS recent,
+	arrayMap(x -> -x.1, recent) AS r_start, arrayMap(x -> x.2, recent) AS r_id, arrayMap(x -> x.3, recent) AS r_rv,
+	arrayMap(x -> x.4, recent) AS r_end, arrayMap(x -> x.5, recent) AS r_ended, arrayMap(x -> x.6, recent) AS r_code,
+	arrayMap(x -> x.7, recent) AS r_api, arrayMap(x -> x.8, recent) AS r_ip
+FROM (
+	SELECT cluster AS c, audit_id AS id, any(apiserver) AS api, any(user) AS w_user, any(toString(user_agent)) AS w_ua,
+		any(toString(source_ip)) AS w_ip, any(api_group) AS w_group, any(resource) AS w_res, any(namespace) AS w_ns,
+		any(req_rv) AS w_rv, any(label_selector) AS w_ls, any(field_selector) AS w_fs,
+		any(` + programSQL + `) AS w_program, any(` + instanceSQL + `) AS w_instance,
+		any(cityHash64(user, ` + programSQL + `, api_group, resource, namespace, label_selector, field_selector, ` + instanceSQL + `)) AS ident,
+		` + watchSpanCols + `, max(code) AS cd
+	FROM audit_events` + watchesWhere + `
+	GROUP BY c, id
+	HAVING` + watchesHaving + `
+)
+GROUP BY c, ident
+ORDER BY n DESC, first_us, ident
+LIMIT {watchers:UInt32}`
+
+// watchers fills h.Watchers from the parameters of the watches query.
+func watchers(ctx context.Context, st Selecter, wp store.Params, h *History) error {
+	p := store.Params{}
+	maps.Copy(p, wp)
+	p["per"] = strconv.Itoa(MaxWatcherRestarts)
+	p["watchers"] = strconv.Itoa(MaxHistoryWatchers + 1)
+	err := st.Select(ctx, watchersSQL, p, func(row []byte) error {
+		var r struct {
+			C, Ident, Us, UA, Prog, Inst, Grp, Res, NS, LS, FS string
+			IPs                                                []string
+			N, RVs                                             int
+			FirstUs                                            int64    `json:"first_us"`
+			LastUs                                             int64    `json:"last_us"`
+			RStart                                             []int64  `json:"r_start"`
+			RID                                                []string `json:"r_id"`
+			RRV                                                []string `json:"r_rv"`
+			REnd                                               []int64  `json:"r_end"`
+			REnded                                             []bool   `json:"r_ended"`
+			RCode                                              []int32  `json:"r_code"`
+			RAPI                                               []string `json:"r_api"`
+			RIP                                                []string `json:"r_ip"`
+		}
+		if err := json.Unmarshal(row, &r); err != nil {
+			return fmt.Errorf("decoding a watcher row: %w", err)
+		}
+		k := len(r.RStart)
+		if len(r.RID) != k || len(r.RRV) != k || len(r.REnd) != k || len(r.REnded) != k || len(r.RCode) != k || len(r.RAPI) != k || len(r.RIP) != k {
+			return fmt.Errorf("a watcher row with %d starts and other lengths", k)
+		}
+		w := Watcher{Cluster: r.C, User: r.Us, UserAgent: r.UA, Program: r.Prog, Instance: r.Inst, APIGroup: r.Grp, Resource: r.Res,
+			Namespace: r.NS, LabelSelector: r.LS, FieldSelector: r.FS, SourceIPs: r.IPs, Watches: r.N, ResourceVersions: r.RVs,
+			First: time.UnixMicro(r.FirstUs).UTC(), Last: time.UnixMicro(r.LastUs).UTC(), Restarts: make([]WatchRestart, 0, k),
+			RestartsTruncated: r.N > k}
+		if w.SourceIPs == nil {
+			w.SourceIPs = []string{}
+		}
+		// Newest first from the engine: oldest first here.
+		for i := k - 1; i >= 0; i-- {
+			rs := WatchRestart{AuditID: r.RID[i], APIServer: r.RAPI[i], SourceIP: r.RIP[i], Start: time.UnixMicro(r.RStart[i]).UTC(),
+				ResourceVersion: r.RRV[i], Code: r.RCode[i]}
+			if r.REnded[i] {
+				end := time.UnixMicro(r.REnd[i]).UTC()
+				rs.End = &end
+			}
+			w.Restarts = append(w.Restarts, rs)
+		}
+		h.Watchers = append(h.Watchers, w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(h.Watchers) > MaxHistoryWatchers {
+		h.Watchers, h.WatchersTruncated = h.Watchers[:MaxHistoryWatchers], true
+	}
+	return nil
 }
