@@ -140,6 +140,9 @@ type ListFilter struct {
 	Since, Until time.Time
 	Detectors    []string
 	Clusters     []string
+	// Objects keeps the findings whose objects include one of these
+	// (resource, namespace and name all equal).
+	Objects []Object
 	// MinSeverity keeps findings at least this urgent.
 	MinSeverity Severity
 	// Limit is the most findings returned (default and maximum 10000).
@@ -184,6 +187,17 @@ func (r *Repository) List(ctx context.Context, f ListFilter) ([]Finding, error) 
 		}
 		p["severities"] = arrayParam(sev)
 		outer = append(outer, "sev IN {severities:Array(String)}")
+	}
+	if len(f.Objects) > 0 {
+		// On the newest version's body: a finding names the objects it
+		// hurt in its JSON (no column), and an update may change them.
+		var res, ns, names []string
+		for _, o := range f.Objects {
+			res, ns, names = append(res, o.Resource), append(ns, o.Namespace), append(names, o.Name)
+		}
+		p["obj_resources"], p["obj_namespaces"], p["obj_names"] = arrayParam(res), arrayParam(ns), arrayParam(names)
+		outer = append(outer, "hasAny(arrayMap(o -> (JSONExtractString(o, 'resource'), JSONExtractString(o, 'namespace'), JSONExtractString(o, 'name')),"+
+			" JSONExtractArrayRaw(body, 'objects')), arrayZip({obj_resources:Array(String)}, {obj_namespaces:Array(String)}, {obj_names:Array(String)}))")
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > MaxList {

@@ -31,7 +31,9 @@ func TestRepository(t *testing.T) {
 	a.Title, a.Subjects.UserAgent = hostile, hostile
 	a.Objects = []detect.Object{{Resource: "endpoints", Namespace: "web", Name: hostile}}
 	b := mk("repo-b", "repo-test-loop", "staging", detect.Warning, 2*time.Hour, 3*time.Hour)
+	b.Objects = []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "cart"}, {Resource: "endpoints", Namespace: "default", Name: "shop"}}
 	c := mk("repo-c", "repo-test-regression", "prod", detect.Info, 5*time.Hour, 6*time.Hour)
+	c.Objects = []detect.Object{{Resource: "nodes", Name: "node-1"}}
 	if err := repo.Upsert(ctx, []detect.Finding{a, b, c}); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +67,24 @@ func TestRepository(t *testing.T) {
 		t.Errorf("after updates: %+v, %v", got, err)
 	}
 
+	// The newest version's objects count, not an older one's.
+	d := mk("repo-d", "repo-test-objects", "prod", detect.Info, 0, time.Hour)
+	d.Objects = []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "old"}}
+	d2 := d
+	d2.Objects = []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "new"}}
+	if err := repo.Upsert(ctx, []detect.Finding{d}); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Upsert(ctx, []detect.Finding{d2}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"old": 0, "new": 1} {
+		fs, err := repo.List(ctx, detect.ListFilter{Detectors: []string{"repo-test-objects"}, Objects: []detect.Object{{Resource: "endpoints", Namespace: "default", Name: name}}})
+		if err != nil || len(fs) != want {
+			t.Errorf("findings naming endpoints default/%s: %d (%v), want %d", name, len(fs), err, want)
+		}
+	}
+
 	dets := []string{"repo-test-loop", "repo-test-regression"}
 	for _, tc := range []struct {
 		name string
@@ -82,6 +102,16 @@ func TestRepository(t *testing.T) {
 		{"warning or worse", detect.ListFilter{Detectors: dets, MinSeverity: detect.Warning}, []string{"repo-a", "repo-b"}},
 		{"limit", detect.ListFilter{Detectors: dets, Limit: 1}, []string{"repo-c"}},
 		{"hostile detector name", detect.ListFilter{Detectors: []string{hostile}}, nil},
+		{"an object", detect.ListFilter{Detectors: dets, Objects: []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "shop"}}}, []string{"repo-b"}},
+		{"a hostile object name", detect.ListFilter{Detectors: dets, Objects: []detect.Object{{Resource: "endpoints", Namespace: "web", Name: hostile}}}, []string{"repo-a"}},
+		{"any of two objects", detect.ListFilter{Detectors: dets, Objects: []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "cart"},
+			{Resource: "endpoints", Namespace: "web", Name: hostile}}}, []string{"repo-a", "repo-b"}},
+		{"a cluster-scoped object", detect.ListFilter{Detectors: dets, Objects: []detect.Object{{Resource: "nodes", Name: "node-1"}}}, []string{"repo-c"}},
+		{"an object and a time range", detect.ListFilter{Detectors: dets, Since: t0.Add(150 * time.Minute), Until: t0.Add(5 * time.Hour),
+			Objects: []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "cart"}, {Resource: "nodes", Name: "node-1"}}}, []string{"repo-b"}},
+		{"near misses of an object", detect.ListFilter{Detectors: dets, Objects: []detect.Object{{Resource: "endpoints", Namespace: "default", Name: "car"},
+			{Resource: "endpoints", Namespace: "web", Name: "cart"}, {Resource: "endpoint", Namespace: "default", Name: "cart"},
+			{Resource: "endpoints", Namespace: "default", Name: "cart\x00"}, {Resource: "nodes", Namespace: "default", Name: "node-1"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fs, err := repo.List(ctx, tc.f)

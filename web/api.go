@@ -82,7 +82,9 @@ func (s *server) values(c *gin.Context) {
 
 // objectHistory serves GET /api/v1/objects/history?resource=R&namespace=N&name=X
 // (cluster, since, until and limit optional): every request that named
-// the object, with the watches of its resource open meanwhile.
+// the object, with the watches of its resource open meanwhile, and of the
+// resources named by watch_resource (repeated or comma-separated; e.g.
+// services for Endpoints), also grouped by watcher with their restarts.
 func (s *server) objectHistory(c *gin.Context) {
 	v := c.Request.URL.Query()
 	tf, err := query.ParseFilter(url.Values{"since": v["since"], "until": v["until"]}, s.cfg.Now())
@@ -98,7 +100,8 @@ func (s *server) objectHistory(c *gin.Context) {
 	obj := query.ObjectRef{Cluster: v.Get("cluster"), Resource: v.Get("resource"), Namespace: v.Get("namespace"), Name: v.Get("name")}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
-	h, err := query.ObjectHistory(ctx, s.cfg.Store, obj, tf.Since, tf.Until, limit)
+	h, err := query.ObjectHistoryWith(ctx, s.cfg.Store, obj, query.HistoryOptions{Since: tf.Since, Until: tf.Until, Limit: limit,
+		WatchResources: splitParam(v["watch_resource"])})
 	if err != nil {
 		s.failQuery(c, err)
 		return

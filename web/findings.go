@@ -25,7 +25,10 @@ type FindingsSource interface {
 // in [since, until) (RFC 3339 times or durations before now, as for
 // events), optionally of some detectors and clusters (repeated or
 // comma-separated), at least as severe as severity, at most limit
-// (default and maximum detect.MaxList), most recently seen first.
+// (default and maximum detect.MaxList), most recently seen first. object
+// (repeated) keeps the findings that name one of these objects, each
+// RESOURCE/NAMESPACE/NAME (NAMESPACE empty for a cluster-scoped one:
+// "nodes//node-1").
 func (s *server) findings(c *gin.Context) {
 	v := c.Request.URL.Query()
 	tf, err := query.ParseFilter(url.Values{"since": v["since"], "until": v["until"]}, s.cfg.Now())
@@ -34,6 +37,18 @@ func (s *server) findings(c *gin.Context) {
 		return
 	}
 	f := detect.ListFilter{Since: tf.Since, Until: tf.Until, Detectors: splitParam(v["detector"]), Clusters: splitParam(v["cluster"])}
+	for _, o := range v["object"] {
+		parts := strings.SplitN(o, "/", 3)
+		if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
+			s.fail(c, http.StatusBadRequest, fmt.Errorf("object %q is not RESOURCE/NAMESPACE/NAME (NAMESPACE empty when cluster-scoped)", o))
+			return
+		}
+		f.Objects = append(f.Objects, detect.Object{Resource: parts[0], Namespace: parts[1], Name: parts[2]})
+	}
+	if len(f.Objects) > maxObjectFilters {
+		s.fail(c, http.StatusBadRequest, fmt.Errorf("%d objects: at most %d", len(f.Objects), maxObjectFilters))
+		return
+	}
 	if sev := v.Get("severity"); sev != "" {
 		if f.MinSeverity, err = detect.ParseSeverity(sev); err != nil {
 			s.fail(c, http.StatusBadRequest, err)
@@ -60,6 +75,9 @@ func (s *server) findings(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, fs)
 }
+
+// maxObjectFilters bounds the object parameters of /api/v1/findings.
+const maxObjectFilters = 100
 
 // finding serves GET /api/v1/findings/{id}.
 func (s *server) finding(c *gin.Context) {
