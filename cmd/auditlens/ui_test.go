@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -459,14 +460,82 @@ func TestUIInBrowser(t *testing.T) {
 		b.t = t
 		b.run(chromedp.Click(chromedp.CSS(`#objects a`)))
 		b.waitReady("object", `document.querySelectorAll("#history tbody tr").length > 0`)
-		var got struct{ History, Watches int }
-		b.eval(`({history: document.querySelectorAll("#history tbody tr").length, watches: document.querySelectorAll("#watches tbody tr").length})`, &got)
+		var got struct {
+			History, Watches int
+			Link             string
+			LinkText         string
+			Culprits         int
+			StaticMarks      []string // the resourceVersions of the culprit's restart marks
+			StaticTitles     []string
+			RVLabels         []string
+			Summary          []string
+			OtherMarks       int
+		}
+		b.eval(`(() => {
+			const cs = sel => [...document.querySelectorAll(sel)];
+			const a = document.querySelector("#object-findings a.finding-link[data-id]");
+			return {
+				history: cs("#history tbody tr").length, watches: cs("#watches tbody tr").length,
+				link: a ? a.getAttribute("href") : "", linkText: a ? a.textContent : "",
+				culprits: cs("#strip svg g.watcher.culprit").length,
+				staticMarks: cs("#strip svg g.watcher.culprit .restart[data-rv]").map(g => g.dataset.rv),
+				staticTitles: cs("#strip svg g.watcher.culprit .restart title").map(t => t.textContent),
+				rvLabels: cs("#strip svg g.watcher.culprit text.restart-rv").map(t => t.textContent),
+				summary: cs("#watcher-summary li").map(li => li.textContent),
+				otherMarks: cs("#strip svg g.watcher:not(.culprit) .restart[data-rv]").length,
+			};
+		})()`, &got)
 		// The endpoints were deleted and re-created while services were
 		// watched, the culprit's watch among them.
 		if got.History < 2 || got.Watches == 0 {
 			t.Errorf("object history: %d events, %d watches", got.History, got.Watches)
 		}
+		// The finding that explains the churn, linked prominently.
+		var f struct {
+			ID, Title string
+			Subjects  struct {
+				User            string
+				Resource        string
+				ResourceVersion string `json:"resource_version"`
+			}
+		}
+		var fs []json.RawMessage
+		if code, lines := s.get("/api/v1/findings?detector=watch-loop&cluster=seed"); code != 200 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &fs) != nil || len(fs) != 1 {
+			t.Fatalf("the seed's watch-loop findings: %d %.300q", code, lines)
+		}
+		if err := json.Unmarshal(fs[0], &f); err != nil || f.ID == "" || f.Subjects.ResourceVersion == "" {
+			t.Fatalf("the seed's watch-loop finding: %+v", f)
+		}
+		if got.Link != "/findings/"+url.PathEscape(f.ID) || got.LinkText != f.Title {
+			t.Errorf("finding link %q %q, want /findings/%s %q", got.Link, got.LinkText, f.ID, f.Title)
+		}
+		// The culprit's watcher: a mark at each restart, each from the
+		// static resourceVersion, next to the object's deletes and creates.
+		if got.Culprits != 1 || len(got.StaticMarks) < 2 {
+			t.Fatalf("%d culprit lanes with restart marks %v", got.Culprits, got.StaticMarks)
+		}
+		for i, rv := range got.StaticMarks {
+			if rv != f.Subjects.ResourceVersion || !strings.Contains(got.StaticTitles[i], "resourceVersion "+f.Subjects.ResourceVersion) {
+				t.Errorf("culprit restart %d from %q (%q), want the static %s", i, rv, got.StaticTitles[i], f.Subjects.ResourceVersion)
+			}
+		}
+		if len(got.RVLabels) == 0 || !slices.Contains(got.RVLabels, f.Subjects.ResourceVersion) {
+			t.Errorf("resourceVersion labels %v, want %s", got.RVLabels, f.Subjects.ResourceVersion)
+		}
+		// The text alternative says it too, and the other watchers (kube-proxy's
+		// endpoints watches) are marked as well.
+		if !strings.Contains(strings.Join(got.Summary, "\n"), "from resourceVersion "+f.Subjects.ResourceVersion) || got.OtherMarks == 0 {
+			t.Errorf("watcher summary %q, %d marks of other watchers", got.Summary, got.OtherMarks)
+		}
 		b.screenshot("object", false)
+		// The link opens the finding.
+		b.run(chromedp.Click(chromedp.CSS(`#object-findings a.finding-link`)))
+		b.waitReady("finding", `document.querySelector("#finding-title")?.textContent.length > 0`)
+		var path string
+		b.eval(`location.pathname`, &path)
+		if path != got.Link {
+			t.Errorf("the finding link led to %s", path)
+		}
 		b.checkClean()
 	})
 

@@ -535,3 +535,125 @@ export function drawObjectStrip(container, events, watches, width) {
   container.appendChild(h('div', { class: 'chart-scroll' }, svg));
   if (watches.length > MAXW) container.appendChild(h('p', { class: 'muted small' }, `Showing the first ${MAXW} of ${watches.length} watches in the chart; all are in the table.`));
 }
+
+// ---- object history: watchers and their restarts -------------------------
+
+// watcherName is how a watcher is labelled: its program and resource.
+export function watcherName(w) {
+  return `${w.program || shortUA(w.user_agent) || w.user || '?'} · ${w.resource || '?'}`;
+}
+
+// staticRV returns the resourceVersion a watcher's restarts keep asking for
+// (two or more restarts in a row from the same one, the last such run), or ''.
+export function staticRV(w) {
+  const rs = Array.isArray(w.restarts) ? w.restarts : [];
+  let last = '';
+  for (let i = 1; i < rs.length; i++) {
+    if (rs[i].resource_version && rs[i].resource_version === rs[i - 1].resource_version) last = rs[i].resource_version;
+  }
+  return last;
+}
+
+function restartTitle(w, r, next) {
+  const a = parseTime(r.start), b = parseTime(r.end);
+  const end = r.end ? `${fmtUTC(r.end)} UTC (${fmtDuration(b - a)})` : (next ? 'end not recorded' : 'still open');
+  return `watch ${w.resource} from resourceVersion ${r.resource_version || '(none: the latest)'}\n` +
+    `started ${fmtUTC(r.start)} UTC → ${end}\n${w.user || ''}\n${w.user_agent || ''}\n` +
+    `from ${r.source_ip || '?'}${r.apiserver ? ' via ' + r.apiserver : ''} · code ${r.code || '—'} · audit ID ${r.audit_id || ''}`;
+}
+
+// drawWatcherStrip draws the object's requests as ticks and, one lane per
+// watcher, its watch requests as bars with a mark at every (re)start
+// labelled with the resourceVersion it resumed from. opts.culprit(w) says
+// whether a finding names the watcher: its lane is emphasised, and dashed
+// guides run from its restarts up to the object's requests.
+export function drawWatcherStrip(container, events, watchers, width, opts = {}) {
+  clear(container);
+  const culprit = opts.culprit || (() => false);
+  const times = events.map((e) => parseTime(e.time)).filter(Number.isFinite);
+  const starts = [];
+  for (const w of watchers) for (const r of w.restarts || []) { const a = parseTime(r.start); if (Number.isFinite(a)) starts.push(a); }
+  if (!times.length && !starts.length) return;
+  width = Math.max(480, width || 900);
+  const all = times.length ? times : starts;
+  const e0 = Math.min(...all), e1 = Math.max(...all);
+  const espan = Math.max(e1 - e0, 10 * SEC);
+  // Watches can be open for hours: keep the events readable.
+  const lo = e0 - espan * 0.25, hi = e1 + espan * 0.25;
+  let t0 = e0, t1 = e1;
+  for (const a of starts) { t0 = Math.min(t0, Math.max(a, lo)); t1 = Math.max(t1, Math.min(a, hi)); }
+  const pad = Math.max((t1 - t0) * 0.03, 500);
+  t0 -= pad; t1 += pad;
+  const MAXW = 20;
+  const shown = watchers.slice(0, MAXW);
+  const m = { l: 250, r: 24, t: 10 };
+  const laneH = 38;
+  const evY = m.t + 14;
+  const top = evY + 44;
+  const axisY = top + Math.max(0, shown.length - 1) * laneH + 20;
+  const height = axisY + 38;
+  const x = linear(t0, t1, m.l, width - m.r);
+  const svg = s('svg', { class: 'chart strip watchers', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img',
+    'aria-label': 'The object’s requests as ticks; below, one lane per watcher of the resource with a mark at each watch restart, labelled with the resourceVersion it asked for. The list under the chart says the same.' });
+  svg.appendChild(s('text', { class: 'lane-label', x: m.l - 8, y: evY + 4, 'text-anchor': 'end' }, 'object requests'));
+  svg.appendChild(s('line', { class: 'lane-line', x1: m.l, x2: width - m.r, y1: evY, y2: evY }));
+  const guides = s('g', { class: 'guides' });
+  svg.appendChild(guides);
+  const ticks = s('g', { class: 'ticks' });
+  for (const e of events) {
+    const t = parseTime(e.time);
+    if (!Number.isFinite(t)) continue;
+    const verb = VERBS.includes(e.verb) ? e.verb : 'other';
+    const px = x(t);
+    ticks.appendChild(s('line', { class: 'ev-tick verb-' + verb, x1: px, x2: px, y1: evY - 9, y2: evY + 9 },
+      s('title', {}, `${e.verb} ${fmtUTC(e.time)} UTC\n${e.user || ''}\n${e.user_agent || ''}\ncode ${e.code ?? '—'} · RV ${e.resource_version || '—'}`)));
+  }
+  svg.appendChild(ticks);
+  shown.forEach((w, i) => {
+    const ly = top + i * laneH;
+    const rs = Array.isArray(w.restarts) ? w.restarts : [];
+    const isCulprit = culprit(w);
+    const g = s('g', { class: ['watcher', isCulprit ? 'culprit' : ''], dataset: { resource: w.resource || '', program: w.program || '' } });
+    if (i % 2 === 0) g.appendChild(s('rect', { class: 'lane-bg', x: 0, y: ly - 22, width, height: laneH }));
+    const prog = w.program || shortUA(w.user_agent) || w.user || '?';
+    g.appendChild(s('text', { class: 'lane-label', x: m.l - 8, y: ly - 2, 'text-anchor': 'end' }, prog.length > 30 ? prog.slice(0, 29) + '…' : prog,
+      s('title', {}, `${w.user || ''}\n${w.user_agent || ''}`)));
+    const rv = staticRV(w);
+    const res = (w.resource || '?').length > 16 ? w.resource.slice(0, 15) + '…' : (w.resource || '?');
+    const sub = `${res} · ` + (rv ? `RV ${rv.length > 12 ? rv.slice(0, 11) + '…' : rv} again and again` : `${w.watches} watch${w.watches === 1 ? '' : 'es'}, ${w.resource_versions} RV${w.resource_versions === 1 ? '' : 's'}`);
+    g.appendChild(s('text', { class: ['lane-sub', rv ? 'same-rv' : ''], x: m.l - 8, y: ly + 11, 'text-anchor': 'end' }, sub));
+    let lastLabelX = -Infinity;
+    rs.forEach((r, j) => {
+      const a = parseTime(r.start);
+      if (!Number.isFinite(a) || a > t1) return;
+      const next = rs[j + 1];
+      let b = r.end ? parseTime(r.end) : (next ? parseTime(next.start) : t1);
+      if (!Number.isFinite(b)) b = t1;
+      if (b < t0) return;
+      const xa = x(Math.max(a, t0)), xb = x(Math.min(b, t1));
+      const failed = Number(r.code) >= 400;
+      g.appendChild(s('rect', { class: ['watch-bar', r.end ? '' : 'open', failed ? 'failed' : ''], x: xa.toFixed(1), y: ly - 4, width: Math.max(1.5, xb - xa).toFixed(1), height: 8, rx: 2 }));
+      if (a < t0) return; // started before the chart: no restart to mark
+      const same = j > 0 && r.resource_version && r.resource_version === rs[j - 1].resource_version;
+      const title = restartTitle(w, r, next);
+      const mark = s('g', { class: ['restart', same ? 'same-rv' : '', failed ? 'failed' : ''], dataset: { rv: r.resource_version || '', auditId: r.audit_id || '' } },
+        s('title', {}, title),
+        s('path', { d: `M${xa.toFixed(1)},${ly - 7} l5,7 l-5,7 l-5,-7 z` }));
+      g.appendChild(mark);
+      const label = r.resource_version || '∅';
+      const lw = label.length * 6.6 + 8;
+      if (xa - lastLabelX >= lw && xa + lw / 2 <= width) {
+        g.appendChild(s('text', { class: ['restart-rv', same ? 'same-rv' : ''], x: xa.toFixed(1), y: ly - 10, 'text-anchor': 'middle' }, label));
+        lastLabelX = xa;
+      }
+      if (isCulprit) guides.appendChild(s('line', { class: 'guide', x1: xa.toFixed(1), x2: xa.toFixed(1), y1: evY + 10, y2: ly - 20 }));
+    });
+    svg.appendChild(g);
+  });
+  const ax = s('g', { class: 'axes' });
+  timeAxis(ax, x, t0, t1, axisY, width, m.l);
+  ax.appendChild(s('text', { class: 'axis-title', x: 8, y: axisY + 16 }, 'time (UTC)'));
+  svg.appendChild(ax);
+  container.appendChild(h('div', { class: 'chart-scroll' }, svg));
+  if (watchers.length > MAXW) container.appendChild(h('p', { class: 'muted small' }, `Showing the ${MAXW} most active of ${watchers.length} watchers in the chart; all are listed below.`));
+}
