@@ -206,7 +206,7 @@ export async function render(ctx) {
         h('span', { class: 'lg-tick verb-delete' }), 'delete ', h('span', { class: 'lg-tick verb-create' }), 'create ',
         h('span', { class: 'lg-tick verb-update' }), 'update/patch ', h('span', { class: 'lg-tick verb-get' }), 'read ',
         h('span', { class: 'lg-bar' }), 'watch',
-        watchers ? [h('span', { class: 'lg-restart' }), 'restart, labelled with the resourceVersion it asked for ',
+        watchers && watchers.length ? [h('span', { class: 'lg-restart' }), 'restart, labelled with the resourceVersion it asked for ',
           h('span', { class: 'lg-restart same-rv' }), 'same resourceVersion as the restart before',
           findings.length ? [h('span', { class: 'lg-restart culprit' }), 'the client the finding names'] : null] : null)),
     stripBox);
