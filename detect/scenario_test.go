@@ -2,16 +2,20 @@ package detect_test
 
 import (
 	"bytes"
+	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/scenario"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
@@ -48,6 +52,25 @@ var scenarioCases = map[string]struct {
 	"apiserver-startup":          {},
 	"healthy-controller-manager": {},
 	"rv-regression":              {regressions: 1, regressionUser: "system:serviceaccount:ingress-nginx:ingress-nginx"},
+	// Generated variations (internal/scenario/variants.go): the victims,
+	// timings and subsets are drawn from the seed; these are seed 1's.
+	"incident-ci-victims": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"batch/worker", "web/frontend", "web/shop"}}, // not monitoring/prometheus
+	"incident-ha": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing", "web/frontend", "web/promo"}},
+	"loop-already-running": {loops: 1, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"batch/worker", "default/api", "payments/billing", "web/frontend"}},
+	"incident-k8s-1.8": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"web/promo", "web/shop"}},
+	"incident-k8s-1.8-many-nodes": {loops: 1, regressions: 41, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing"}},
+	// Known gaps (scenario.Gaps, scenarioGaps): TestScenarios does not run
+	// them; TestScenarioGaps holds them to these and skips.
+	"incident-k8s-1.7": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
+		loopObjects: []string{"default/api", "payments/billing"}},
+	"modern-user-recreates": {},
+	"janitor-idle":          {},
+	"watch-list-relists":    {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the
@@ -346,5 +369,170 @@ func TestSeedIncidentGolden(t *testing.T) {
 	}
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+	}
+}
+
+// scenarioGaps says, for each scenario of scenario.Gaps, what the
+// detector gets wrong against the mechanism.
+var scenarioGaps = map[string]string{
+	"incident-k8s-1.7": "watch-loop attribution without user agents: audit.k8s.io/v1alpha1 (and every audit log before " +
+		"Kubernetes 1.12, kubernetes PR #64812) has no userAgent, so sameProgram is unknown for every reflector and attribute " +
+		"gives each Endpoints delete to the latest restart of any Services watcher within FollowWithin; a kube-proxy restart " +
+		"from 1200 between kube-controller-manager's restart and its churn, or in the same second, takes the churn although " +
+		"the delete was written by system:kube-controller-manager and kube-proxy never writes Endpoints. The finding is raised " +
+		"with too few iterations and churn evidence (compressed scale, seed 1: 7 of 9 iterations, 26 of 34 churn events; the " +
+		"real scale happens to escape). The user that wrote the delete should pick the reflector when the program is unknown.",
+}
+
+// TestScenarioGaps runs the scenarios that show known detector gaps and
+// skips with what is wrong; it fails once a gap is closed, so that the
+// scenario moves to scenario.All.
+func TestScenarioGaps(t *testing.T) {
+	st := engine(t)
+	for _, sc := range scenario.Gaps() {
+		reason, ok := scenarioGaps[sc.Name]
+		tc, ok2 := scenarioCases[sc.Name]
+		if !ok || !ok2 {
+			t.Errorf("gap scenario %s has no reason in scenarioGaps or no case in scenarioCases", sc.Name)
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) {
+			closed := true
+			for _, scale := range scenario.Scales {
+				tr := sc.Generate(scale, scenario.Start, 1)
+				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
+					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
+						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
+				}
+				cluster := "gap-" + sc.Name + "-" + scale.Name
+				w := span(importTrace(t, st, tr, cluster), cluster)
+				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
+				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
+				checkRegressions(t, tr.Want.Regressions, regs)
+				exact := len(loops) == len(tr.Want.Loops)
+				for _, f := range loops {
+					churn := 0
+					for _, e := range f.Evidence {
+						if e.WatchAuditID != "" {
+							churn++
+						}
+					}
+					want := tr.Want.Loops[0]
+					t.Logf("%s scale: found %s (iterations %d of %d, churn evidence %d of %d)", scale.Name, f.Title,
+						f.Subjects.Iterations, want.Iterations, churn, len(want.ChurnAfter))
+					exact = exact && f.Subjects.User == tc.loopUser && f.Subjects.Iterations == want.Iterations && churn == len(want.ChurnAfter)
+				}
+				closed = closed && exact
+				// checkLoops(t, tr.Want.Loops, loops)
+			}
+			if closed {
+				t.Fatalf("the gap is closed at every scale: move %s to scenario.All and out of scenarioGaps", sc.Name)
+			}
+			t.Skip("known detector gap: " + reason)
+		})
+	}
+}
+
+// TestScenariosByAPIServer imports the logs of an HA control plane's
+// apiservers each under its own name into one cluster, as the webhook's
+// /audit/{cluster}/{apiserver} paths do, and holds the detectors to the
+// same truth as the merged log: a reflector's watches and its churn are
+// correlated across apiservers.
+func TestScenariosByAPIServer(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("incident-ha")
+	tc := scenarioCases[sc.Name]
+	for _, scale := range scenario.Scales {
+		t.Run(scale.Name, func(t *testing.T) {
+			tr := sc.Generate(scale, scenario.Start, 1)
+			parts := tr.ByAPIServer()
+			if len(parts) != 2 {
+				t.Fatalf("%d apiservers, want 2", len(parts))
+			}
+			cluster := "byapiserver-" + scale.Name
+			var first, last time.Time
+			names := make([]string, 0, len(parts))
+			for name := range parts {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				var buf bytes.Buffer
+				if err := parts[name].WriteLog(&buf); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), name+".log")
+				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
+					ingest.ImportConfig{Cluster: cluster, APIServer: name})
+				if err != nil || stats.Rejected != 0 || stats.Stored != int64(len(parts[name].Events)) {
+					t.Fatalf("importing %s: %v (%d stored of %d)", name, err, stats.Stored, len(parts[name].Events))
+				}
+				if first.IsZero() || stats.First.Before(first) {
+					first = stats.First
+				}
+				if stats.Last.After(last) {
+					last = stats.Last
+				}
+			}
+			w := detect.Window{Since: first, Until: last.Add(time.Microsecond), Clusters: []string{cluster}}
+			loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
+			regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
+			checkLoops(t, tr.Want.Loops, loops)
+			checkRegressions(t, tr.Want.Regressions, regs)
+			if len(loops) == 1 {
+				if got := objectNames(loops[0]); !slices.Equal(got, tc.loopObjects) {
+					t.Errorf("objects %v, want %v", got, tc.loopObjects)
+				}
+			}
+		})
+	}
+}
+
+// TestWatchListRelistsDecide shows that watch-list-relists is silent
+// because a watch-list is a relist: with the Service writes explaining
+// nothing, the same trace whose watch-lists are turned into plain
+// watches from the same resourceVersion makes a loop of
+// kube-controller-manager.
+func TestWatchListRelistsDecide(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("watch-list-relists")
+	plain := func(e *auditv1.Event) {
+		if e.Verb == "watch" {
+			e.RequestURI = strings.NewReplacer("resourceVersionMatch=NotOlderThan&", "", "sendInitialEvents=true&", "").Replace(e.RequestURI)
+		}
+	}
+	for _, scale := range scenario.Scales {
+		for _, tc := range []struct {
+			name     string
+			mutate   func(*auditv1.Event)
+			wantUser string
+		}{
+			{name: "watch-lists"},
+			{name: "plain-watches", mutate: plain, wantUser: "system:kube-controller-manager"},
+		} {
+			t.Run(tc.name+"/"+scale.Name, func(t *testing.T) {
+				tr := sc.Generate(scale, scenario.Start, 1)
+				if tc.mutate != nil {
+					for i := range tr.Events {
+						tc.mutate(&tr.Events[i])
+					}
+				}
+				cluster := fmt.Sprintf("watchlist-%s-%s", tc.name, scale.Name)
+				w := span(importTrace(t, st, tr, cluster), cluster)
+				got := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{OwnerResource: "configmaps"}), st, w)
+				if tc.wantUser == "" {
+					if len(got) != 0 {
+						t.Errorf("found %s", got[0].Title)
+					}
+					return
+				}
+				if !slices.ContainsFunc(got, func(f detect.Finding) bool { return f.Subjects.User == tc.wantUser }) {
+					t.Errorf("no finding for %s among %d", tc.wantUser, len(got))
+				}
+			})
+		}
 	}
 }

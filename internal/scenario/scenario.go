@@ -27,7 +27,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -114,6 +116,14 @@ type Trace struct {
 	// Events are ordered by stage time, as the log backend writes them.
 	Events []auditv1.Event
 	Want   Want
+	// Format is the audit format the log is written in: "" for
+	// audit.k8s.io/v1, or Kubernetes 1.8's v1beta1 or 1.7's v1alpha1
+	// (see Format).
+	Format Format
+	// APIServers names, by audit ID, the kube-apiserver of an HA control
+	// plane that served each request; nil when the cluster has one. Each
+	// apiserver writes its own log (see ByAPIServer).
+	APIServers map[string]string
 }
 
 // Scenario is one situation.
@@ -126,6 +136,11 @@ type Scenario struct {
 	version, commit string
 	buggy           bool
 	bookmarks       bool
+	// format is the audit format the cluster writes.
+	format Format
+	// salted: the scenario's name is mixed into the seed, so that
+	// variants of one story given the same seed draw differently.
+	salted bool
 }
 
 // Start is the default start time of generated traces.
@@ -135,6 +150,11 @@ var Start = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 // seed gives the same events.
 func (sc Scenario) Generate(scale Scale, start time.Time, seed int64) Trace {
 	s := newSim(seed, scale, start, sc.version, sc.commit)
+	if sc.salted {
+		h := fnv.New64a()
+		h.Write([]byte(sc.Name))
+		s.rng = rand.New(rand.NewPCG(uint64(seed), h.Sum64()))
+	}
 	s.buggy = sc.buggy
 	s.bookmarksOn = sc.bookmarks
 	sc.build(s)
@@ -143,15 +163,47 @@ func (sc Scenario) Generate(scale Scale, start time.Time, seed int64) Trace {
 		slices.Sort(s.want.Loops[i].Objects)
 		s.want.Loops[i].Objects = slices.Compact(s.want.Loops[i].Objects)
 	}
-	return Trace{Scenario: sc.Name, Scale: scale, Start: s.t0, End: s.end, Events: s.events, Want: s.want}
+	if sc.format.noUserAgent() {
+		// The log does not say which program sent a request.
+		for i := range s.want.Loops {
+			s.want.Loops[i].Client.UserAgent = ""
+		}
+		for i := range s.want.Regressions {
+			s.want.Regressions[i].Client.UserAgent = ""
+		}
+	}
+	return Trace{Scenario: sc.Name, Scale: scale, Start: s.t0, End: s.end, Events: s.events, Want: s.want,
+		Format: sc.format, APIServers: s.servers}
 }
 
-// All returns every scenario.
+// ByAPIServer splits the trace of an HA control plane into the logs of
+// its kube-apiservers, by name; each part has the whole trace's truth.
+// A trace of one apiserver is returned as the part named "".
+func (t Trace) ByAPIServer() map[string]Trace {
+	if t.APIServers == nil {
+		return map[string]Trace{"": t}
+	}
+	out := map[string]Trace{}
+	for _, ev := range t.Events {
+		name := t.APIServers[string(ev.AuditID)]
+		p, ok := out[name]
+		if !ok {
+			p = t
+			p.Events = nil
+			p.APIServers = nil
+		}
+		p.Events = append(p.Events, ev)
+		out[name] = p
+	}
+	return out
+}
+
+// All returns every scenario the detectors are held to (see Gaps).
 func All() []Scenario { return slices.Clone(all) }
 
 // ByName returns the scenario called name.
 func ByName(name string) (Scenario, bool) {
-	for _, sc := range all {
+	for _, sc := range slices.Concat(all, gaps) {
 		if sc.Name == name {
 			return sc, true
 		}
@@ -162,7 +214,7 @@ func ByName(name string) (Scenario, bool) {
 // Names lists the scenarios' names.
 func Names() []string {
 	var out []string
-	for _, sc := range all {
+	for _, sc := range slices.Concat(all, gaps) {
 		out = append(out, sc.Name)
 	}
 	return out
@@ -176,7 +228,11 @@ func (t Trace) WriteLog(w io.Writer) error {
 	for i := range t.Events {
 		ev := t.Events[i]
 		ev.TypeMeta = metav1.TypeMeta{Kind: "Event", APIVersion: auditv1.SchemeGroupVersion.String()}
-		if err := enc.Encode(&ev); err != nil {
+		var v any = &ev
+		if t.Format != V1 {
+			v = t.Format.legacy(&ev)
+		}
+		if err := enc.Encode(v); err != nil {
 			return fmt.Errorf("writing audit log line: %w", err)
 		}
 	}

@@ -56,6 +56,12 @@ type sim struct {
 	// regressions truth.
 	seen map[reflectorKey]*rvSeen
 	want Want
+
+	// route, when set, names the kube-apiserver of an HA control plane
+	// that serves a request (see Trace.APIServers); servers keeps it by
+	// audit ID.
+	route   func(c Client, t time.Time) string
+	servers map[string]string
 }
 
 type objKey struct{ resource, ns, name string }
@@ -164,6 +170,9 @@ type Client struct {
 	Groups    []string `json:"-"`
 	UserAgent string   `json:"user_agent"`
 	SourceIP  string   `json:"source_ip"`
+	// via pins the client to one kube-apiserver of an HA control plane
+	// (a loopback client is served by its own apiserver).
+	via string
 }
 
 func (c Client) key() string { return c.User + "\x00" + c.UserAgent + "\x00" + c.SourceIP }
@@ -220,6 +229,13 @@ func (s *sim) do(t time.Time, latency time.Duration, r request) string {
 			ev.ResponseObject = unknown(r.respObj)
 		}
 		s.events = append(s.events, ev)
+	}
+	if s.route != nil {
+		srv := r.c.via
+		if srv == "" {
+			srv = s.route(r.c, t)
+		}
+		s.servers[id] = srv
 	}
 	emit(auditv1.StageRequestReceived, t, false)
 	if r.verb == "watch" {
@@ -378,6 +394,23 @@ func (s *sim) fullList(t time.Time, c Client, res resource) int64 {
 
 func (s *sim) bookmarks() bool { return s.bookmarksOn }
 
+// watchList emits a watch-list (Kubernetes 1.27 and later: a list served
+// as the initial events of a watch, sendInitialEvents=true) of res from
+// rv, as a reflector relists; it ends after d (the initial events never
+// reached their end bookmark, so the reflector will send it again). It
+// resets the reflector's regressions truth, as a list does.
+func (s *sim) watchList(t time.Time, d time.Duration, c Client, res, ns, rv string) string {
+	q := "allowWatchBookmarks=true&"
+	if rv != "" {
+		q += "resourceVersion=" + rv + "&"
+	}
+	q += "resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=" + strconv.Itoa(int(s.scale.RestartMax.Seconds())) + "&watch=true"
+	id := s.do(t, d, request{c: c, verb: "watch", uri: path(res, ns) + "?" + q, level: auditv1.LevelMetadata,
+		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
+	delete(s.seen, reflectorKey{c.key(), res, ns})
+	return id
+}
+
 // noteWatch keeps the truth about regressions: a watch from a numeric
 // resourceVersion below the highest the same reflector used since its
 // last list.
@@ -409,6 +442,7 @@ func (s *sim) noteWatch(c Client, res, ns, rv, id string) {
 // resourceVersion rvAt gives for the restart time.
 type reflector struct {
 	c        Client
+	clientAt func(t time.Time) Client // when set, the client of the watch at t (a reconnect through another address)
 	res, ns  string
 	rvAt     func(t time.Time) string
 	onWatch  func(t time.Time, rv, auditID string) // called after each watch starts
@@ -424,14 +458,18 @@ func (s *sim) run(r reflector, from, until time.Time) {
 	}
 	for t := from; t.Before(until); {
 		rv := r.rvAt(t)
+		c := r.c
+		if r.clientAt != nil {
+			c = r.clientAt(t)
+		}
 		if r.retries != nil {
 			for range r.retries(t) {
-				s.watch(t, 0, r.c, r.res, r.ns, rv, 429)
+				s.watch(t, 0, c, r.res, r.ns, rv, 429)
 				t = t.Add(s.between(900*time.Millisecond, 1200*time.Millisecond))
 			}
 		}
 		timeout := s.between(lo, hi).Truncate(time.Second)
-		id := s.watch(t, timeout, r.c, r.res, r.ns, rv, 200)
+		id := s.watch(t, timeout, c, r.res, r.ns, rv, 200)
 		if r.onWatch != nil {
 			r.onWatch(t, rv, id)
 		}
