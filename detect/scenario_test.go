@@ -64,8 +64,6 @@ var scenarioCases = map[string]struct {
 		loopObjects: []string{"web/promo", "web/shop"}},
 	"incident-k8s-1.8-many-nodes": {loops: 1, regressions: 41, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing"}},
-	// Known gaps (scenario.Gaps, scenarioGaps): TestScenarios does not run
-	// them; TestScenarioGaps holds them to these and skips.
 	"incident-k8s-1.7": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing"}},
 	"modern-user-recreates": {},
@@ -375,13 +373,8 @@ func TestSeedIncidentGolden(t *testing.T) {
 // scenarioGaps says, for each scenario of scenario.Gaps, what the
 // detector gets wrong against the mechanism.
 var scenarioGaps = map[string]string{
-	"incident-k8s-1.7": "watch-loop attribution without user agents: audit.k8s.io/v1alpha1 (and every audit log before " +
-		"Kubernetes 1.12, kubernetes PR #64812) has no userAgent, so sameProgram is unknown for every reflector and attribute " +
-		"gives each Endpoints delete to the latest restart of any Services watcher within FollowWithin; a kube-proxy restart " +
-		"from 1200 between kube-controller-manager's restart and its churn, or in the same second, takes the churn although " +
-		"the delete was written by system:kube-controller-manager and kube-proxy never writes Endpoints. The finding is raised " +
-		"with too few iterations and churn evidence (compressed scale, seed 1: 7 of 9 iterations, 26 of 34 churn events; the " +
-		"real scale happens to escape). The user that wrote the delete should pick the reflector when the program is unknown.",
+	// incident-k8s-1.7 was one until sameProgram compared users in logs
+	// without user agents (1.7–1.11).
 }
 
 // TestScenarioGaps runs the scenarios that show known detector gaps and

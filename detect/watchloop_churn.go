@@ -124,8 +124,8 @@ func (e eventRow) requested() time.Time {
 // followed: among the restarts of every candidate of the cluster within
 // FollowWithin before it, the latest one of the program that wrote the
 // delete (the endpoints controller runs in the program whose informer
-// replays). When the log does not say which program wrote it (no user
-// agent), the latest restart of any candidate. A delete by a program whose
+// replays; see sameProgram). When the log cannot say which program wrote
+// it, the latest restart of any candidate. A delete by a program whose
 // reflector did not restart (a user, a janitor) follows nothing. The
 // re-create of the same object within PairWithin, unless explained, is
 // its pair.
@@ -197,14 +197,37 @@ const (
 )
 
 // sameProgram tells whether the event was written by the program that
-// runs the reflector g: the same user-agent product when both have a user
-// agent (audit.k8s.io/v1alpha1 events have none), else unknown.
+// runs the reflector g. With user agents on both sides (every log since
+// Kubernetes 1.12), their products compare. Without them (1.7–1.11, the
+// releases the bug hit) the users do, kube-controller-manager's
+// controllers' own service accounts (--use-service-account-credentials)
+// counting as kube-controller-manager. Only a log that gives one side a
+// user agent and not the other leaves it unknown.
 func sameProgram(g watchGroup, e eventRow) programMatch {
-	if g.UserAgent == "" || e.UserAgent == "" {
-		return programUnknown
+	switch {
+	case g.UserAgent != "" && e.UserAgent != "":
+		if g.Program == programName(e.UserAgent, e.User) {
+			return programSame
+		}
+		return programOther
+	case g.UserAgent == "" && e.UserAgent == "":
+		if userProgram(g.User) == userProgram(e.User) {
+			return programSame
+		}
+		return programOther
 	}
-	if g.Program == programName(e.UserAgent, e.User) {
-		return programSame
+	return programUnknown
+}
+
+// userProgram names the program a user is, for logs without user agents:
+// kube-controller-manager's controllers write as service accounts of
+// kube-system named after the controller ("endpoint-controller").
+func userProgram(user string) string {
+	if user == "system:kube-controller-manager" {
+		return "kube-controller-manager"
 	}
-	return programOther
+	if sa, ok := strings.CutPrefix(user, "system:serviceaccount:kube-system:"); ok && strings.HasSuffix(sa, "-controller") {
+		return "kube-controller-manager"
+	}
+	return user
 }
