@@ -56,8 +56,7 @@ type Reject struct {
 //     and no stageTimestamp or requestReceivedTimestamp (added in 1.9).
 //     Every stage of a request then has the same time.
 //   - v1alpha1 has no userAgent (added to v1beta1 in 1.12, kubernetes
-//     PR #64812, never to
-//     v1alpha1): the column stays empty.
+//     PR #64812; never to v1alpha1): the column stays empty.
 //   - v1alpha1's objectRef has no apiGroup: its apiVersion is the
 //     group/version ("apps/v1beta1"; "v1" for the core group), split into
 //     api_group and api_version.
