@@ -80,6 +80,7 @@ type cluster struct {
 	base      string // https://127.0.0.1:port of the apiserver
 	auditLog  string
 	caPath    string // the CA of the apiserver's serving certificate
+	ca        *testCA
 	saKeyPath string // the service account signing key
 	apiserver *proc
 	etcd      *proc
@@ -102,7 +103,7 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude fu
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{name: name, dir: dir, auditLog: filepath.Join(dir, "audit.log"), caPath: ca.pemPath, tls: ca.tlsConfig(t, "", "")}
+	c := &cluster{name: name, dir: dir, auditLog: filepath.Join(dir, "audit.log"), caPath: ca.pemPath, ca: ca, tls: ca.tlsConfig(t, "", "")}
 
 	clientPort, peerPort := freePort(t), freePort(t)
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", clientPort)

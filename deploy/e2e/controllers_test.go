@@ -44,7 +44,7 @@ func controllersPrelude(d *driver) {
 }
 
 func realControllers(d *driver) expectation {
-	kcm := startControllerManager(d)
+	kcm := startControllerManager(d, d.c.base)
 	// Kubelets: each renews its Lease every 2 s (every 10 s in a real
 	// cluster), which keeps the node lifecycle controller content.
 	for _, id := range nodeIDs {
@@ -111,9 +111,11 @@ func realControllers(d *driver) expectation {
 	}
 }
 
-// startControllerManager starts the real kube-controller-manager against
-// the driver's cluster as system:kube-controller-manager, serving nothing.
-func startControllerManager(d *driver) *proc {
+// startControllerManager starts the real kube-controller-manager as
+// system:kube-controller-manager, serving nothing, against server: the
+// driver's apiserver or a proxy in front of it whose certificate the
+// cluster's CA signed. extra flags are appended.
+func startControllerManager(d *driver, server string, extra ...string) *proc {
 	d.t.Helper()
 	kubeconfig := writeFile(d.t, d.c.dir, "kcm.kubeconfig", []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -132,17 +134,17 @@ contexts:
     cluster: e2e
     user: kcm
 current-context: e2e
-`, d.c.base, d.c.caPath, kcmID.token)))
-	return startProc(d.t, d.c.dir, "kube-controller-manager", kubeControllerManagerBin,
-		"--kubeconfig="+kubeconfig,
+`, server, d.c.caPath, kcmID.token)))
+	return startProc(d.t, d.c.dir, "kube-controller-manager", kubeControllerManagerBin, append([]string{
+		"--kubeconfig=" + kubeconfig,
 		"--bind-address=127.0.0.1", "--secure-port=0",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
-		"--service-account-private-key-file="+d.c.saKeyPath,
-		"--root-ca-file="+d.c.caPath,
+		"--service-account-private-key-file=" + d.c.saKeyPath,
+		"--root-ca-file=" + d.c.caPath,
 		"--cluster-name=e2e",
-		"--cert-dir="+filepath.Join(d.c.dir, "kcm-certs"),
-	)
+		"--cert-dir=" + filepath.Join(d.c.dir, "kcm-certs"),
+	}, extra...)...)
 }
 
 // waitFor polls cond until it holds, failing the test after timeout.

@@ -1,15 +1,18 @@
 // Package e2e runs auditlens against the real producer of audit events: a
-// kube-apiserver (with etcd, and in one scenario the real
+// kube-apiserver (with etcd, and in three scenarios the real
 // kube-controller-manager) built from the Go module proxy at the versions
 // pinned in versions.env, sending to an `auditlens serve` over its audit
 // webhook while a scenario driver plays the cluster's actors through the
-// REST API.
+// REST API. In the kcm-watch-loop scenarios a fault-injecting proxy
+// (faultproxy_test.go) between the controller-manager and the apiserver
+// re-creates the 1.7–1.9 watch-cache bug, so that the incident's loop is the
+// real controller-manager's own.
 //
 // The package holds only tests. build.sh builds the binaries into the user
 // cache (${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes version>/);
 // the first test that needs them runs it, and a cached machine never
 // rebuilds. Each scenario starts its own etcd and kube-apiserver on free
-// 127.0.0.1 ports, runs for under a minute of compressed cluster time, stops the apiserver (which
+// 127.0.0.1 ports, runs for up to two minutes of compressed cluster time, stops the apiserver (which
 // flushes its audit webhook) and checks that auditlens stored exactly the
 // events of the apiserver's own audit log file, then checks the findings.
 //

@@ -87,6 +87,8 @@ var scenarios = []scenario{
 	{"idle-constant-rv", false, idlePrelude, idleConstantRV},
 	{"rv-regression", true, prelude, rvRegression},
 	{"real-controllers", true, controllersPrelude, realControllers},
+	{"kcm-watch-loop", false, kcmLoopPrelude, kcmWatchLoop},
+	{"kcm-watch-loop-control", true, kcmLoopPrelude, kcmWatchLoopControl},
 }
 
 // seedIncident replays seeds 000/001: create, delete, create Services, then
