@@ -85,7 +85,7 @@ func TestScan(t *testing.T) {
 		{name: "incident, json", args: []string{"--format", "json", incident}, code: 1,
 			detector: map[string]int{detect.WatchLoopName: 1, detect.RegressionName: 4}},
 		{name: "incident, text", args: []string{incident}, code: 1, check: func(t *testing.T, out string) {
-			for _, want := range []string{"5 findings: 1 critical, 4 warning.", "CRITICAL  watch-loop", "resourceVersion 1200",
+			for _, want := range []string{"5 findings: 1 critical, 3 warning, 1 info.", "CRITICAL  watch-loop", "resourceVersion 1200",
 				"objects (3): endpoints default/api, endpoints payments/billing, endpoints web/frontend"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("output lacks %q", want)
