@@ -83,7 +83,9 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 	// Services are created while the victims are gone, which puts their
 	// ADDED events between the victims' DELETED and ADDED events in every
 	// replay: the endpoints controller's workers race the informer through
-	// that stretch of the replay (see kcmLoopRestarts).
+	// that stretch of the replay (see kcmLoopRestarts). With the other
+	// Services created before the victims' deletion instead, one restart
+	// in four of a first run churned no victim.
 	pool := slices.Clone(kcmLoopCreated)
 	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
 	k := 2 + rng.IntN(2)
@@ -145,7 +147,7 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 		func() bool { return len(restarts()) >= kcmLoopRestarts })
 	if rewrite {
 		// Each victim's Endpoints must have churned after kcmLoopRestarts
-		// restarts; a restart whose race a victim did not lose costs one
+		// restarts; a restart in which a victim lost the race costs one
 		// more restart.
 		if !poll(2*px.maxCut+kcmLoopChurnWithin, 200*time.Millisecond, func() bool {
 			counts := churnCounts(proxyWrites(px.endpointsWrites()), restartTimes(restarts()), victims)
