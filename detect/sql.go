@@ -67,9 +67,3 @@ func compareRV(a, b string) (c int, ok bool) {
 	}
 	return 0, true
 }
-
-// numericRV reports whether rv is an integer resourceVersion.
-func numericRV(rv string) bool {
-	_, err := strconv.ParseUint(rv, 10, 64)
-	return err == nil
-}

@@ -374,9 +374,4 @@ func mergeStrings(a, b []string) []string {
 	return out
 }
 
-func parseRV(s string) uint64 {
-	v, _ := strconv.ParseUint(s, 10, 64)
-	return v
-}
-
 func fmtRV(v uint64) string { return strconv.FormatUint(v, 10) }
