@@ -189,6 +189,7 @@ type finding struct {
 		Resource        string `json:"resource"`
 		APIGroup        string `json:"api_group"`
 		ResourceVersion string `json:"resource_version"`
+		PartOf          string `json:"part_of"`
 	} `json:"subjects"`
 	Objects []struct {
 		Resource  string `json:"resource"`

@@ -22,6 +22,9 @@ type driver struct {
 	errs   []error
 
 	admin, alice, kcm, endpoints, proxy, writer, reloader *actor
+	// recv is the auditlens the cluster's apiserver sends to, for
+	// scenarios that check findings while they run.
+	recv *receiver
 }
 
 func newDriver(t *testing.T, c *cluster) *driver {

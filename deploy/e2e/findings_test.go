@@ -156,7 +156,12 @@ func matchFinding(f finding, want *expectedFinding) []string {
 	if len(f.Evidence) == 0 {
 		p = append(p, "no evidence")
 	}
-	if f.Severity != "warning" && f.Severity != "critical" {
+	switch {
+	case want.PartOfLoop:
+		if f.Severity != "info" || !strings.HasPrefix(f.Subjects.PartOf, "watch-loop-") {
+			p = append(p, fmt.Sprintf("severity %q, part of %q; want info, part of the watch-loop finding", f.Severity, f.Subjects.PartOf))
+		}
+	case f.Severity != "warning" && f.Severity != "critical":
 		p = append(p, fmt.Sprintf("severity %q, want warning or critical", f.Severity))
 	}
 	return p

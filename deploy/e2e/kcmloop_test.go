@@ -146,6 +146,28 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 		time.Duration(kcmLoopRestarts+1)*px.maxCut+10*time.Second,
 		func() bool { return len(restarts()) >= kcmLoopRestarts })
 	if rewrite {
+		// auditlens, over the webhook, finds the loop within a minute of
+		// the third restart (serve evaluates every 5 s here).
+		third := restarts()[2].Start
+		var found *finding
+		poll(time.Until(third.Add(time.Minute)), time.Second, func() bool {
+			fs, err := d.recv.findings(d.c.name)
+			if err != nil {
+				return false
+			}
+			for i, f := range fs {
+				if f.Detector == "watch-loop" && f.Subjects.ResourceVersion == legacyRV {
+					found = &fs[i]
+					return true
+				}
+			}
+			return false
+		})
+		if found == nil {
+			d.t.Errorf("no watch-loop finding from resourceVersion %s within a minute of the third restart (at %.1fs)", legacyRV, third.Sub(t0).Seconds())
+		} else {
+			d.t.Logf("auditlens found the loop %.1fs after the third restart: %s", time.Since(third).Seconds(), found.Title)
+		}
 		// Each victim's Endpoints must have churned after kcmLoopRestarts
 		// restarts; a restart in which a victim lost the race costs one
 		// more restart.

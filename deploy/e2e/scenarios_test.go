@@ -55,6 +55,9 @@ type expectedFinding struct {
 	NotObjects []objectRef `json:"not_objects,omitempty"`
 	// Iterations is how many looping watches the driver made.
 	Iterations int `json:"iterations,omitempty"`
+	// PartOfLoop: the finding began the scenario's watch loop, so it is
+	// information naming the watch-loop finding, not a warning of its own.
+	PartOfLoop bool `json:"part_of_loop,omitempty"`
 }
 
 type objectRef struct {
@@ -152,9 +155,10 @@ func seedIncident(d *driver) expectation {
 			NotObjects: endpointsRefs("promo", "legacy", "frontend", "catalog"),
 			Iterations: loopIterations,
 		},
-		// Resuming from legacy's resourceVersion is also a regression.
+		// Resuming from legacy's resourceVersion is also a regression: how
+		// the loop began.
 		RVRegression: &expectedFinding{
-			User: kcmID.user, UserAgent: kcmID.userAgent, Resource: "services", ResourceVersion: legacyRV,
+			User: kcmID.user, UserAgent: kcmID.userAgent, Resource: "services", ResourceVersion: legacyRV, PartOfLoop: true,
 		},
 	}
 }
@@ -341,6 +345,7 @@ func runScenario(t *testing.T, ca *testCA, dir string, recv *receiver, sc scenar
 		p.stop()
 	})
 	d := newDriver(t, c)
+	d.recv = recv
 	start := time.Now()
 	exp := sc.run(d)
 	d.stop()
