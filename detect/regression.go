@@ -82,8 +82,11 @@ const apiserverInstanceSQL = "if(user = 'system:apiserver', toString(apiserver),
 
 // isListSQL is true for a list and for a watch-list (a watch with
 // sendInitialEvents=true, how reflectors relist since 1.32): both start a
-// reflector over.
-const isListSQL = "(verb = 'list' OR (verb = 'watch' AND extractURLParameter(request_uri, 'sendInitialEvents') = 'true'))"
+// reflector over. The apiserver accepts sendInitialEvents only with
+// resourceVersionMatch=NotOlderThan, and resourceVersionMatch on a watch
+// only with sendInitialEvents, so the req_rv_match column (a small
+// LowCardinality column) tells a watch-list without reading request URIs.
+const isListSQL = "(verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'))"
 
 // suspectsSQL finds, cheaply, the reflectors whose watches went back: a
 // reflector's first step back since its last list is a watch whose

@@ -84,7 +84,8 @@ const instanceSQL = `if(user = 'system:apiserver', concat(toString(apiserver), '
 // requestReceivedTimestamp every stage carries, so a watch whose
 // RequestReceived stage the policy omitted still counts once). Watches
 // that failed (a 4xx or 5xx code) did not restart anything, and a
-// watch-list (sendInitialEvents=true) is a relist: both are left out. The
+// watch-list (sendInitialEvents=true, which the apiserver accepts only
+// with resourceVersionMatch=NotOlderThan) is a relist: both are left out. The
 // outer query groups the watches by reflector and requested
 // resourceVersion, and keeps the groups that can hold enough restarts, or
 // that the detector remembers ({known}: "ident/rv").
@@ -105,7 +106,7 @@ FROM (
            any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
            any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
            min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
-           argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code
+           argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, any(req_rv_match) AS w_rv_match
     FROM (
         SELECT *, ` + programSQL + ` AS r_program, ` + instanceSQL + ` AS r_instance,
                cityHash64(user, r_program, api_group, resource, namespace, label_selector, field_selector, r_instance) AS r_ident
@@ -115,7 +116,7 @@ FROM (
     )
     GROUP BY cluster, audit_id
     HAVING (w_code = 0 OR (w_code >= 200 AND w_code < 300))
-       AND extractURLParameter(w_uri, 'sendInitialEvents') != 'true'
+       AND w_rv_match != 'NotOlderThan'
 )
 GROUP BY cluster, w_ident, w_rv
 HAVING (count() >= {min_watches:UInt32} AND max(w_start) - min(w_start) >= {min_span:Int64})

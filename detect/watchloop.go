@@ -245,16 +245,11 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 	}
 	cw := w
 	cw.Clusters = sortedKeys(clusters)
-	churn, err := d.selectChurn(ctx, q, cw)
+	churn, err := d.selectChurn(ctx, q, cw, cands)
 	if err != nil {
 		return nil, err
 	}
 	d.attribute(cands, churn)
-	heads, err := selectHeads(ctx, q, cw)
-	if err != nil {
-		return nil, err
-	}
-	mem.observeHeads(heads)
 
 	settled := w.Until.Add(-d.cfg.Settle)
 	var out []Finding
@@ -263,22 +258,27 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 		tot, changed := d.account(c, settled)
 		loop := tot.Confirmed || tot.Restarts >= d.cfg.MinRestarts && tot.Iterations >= d.cfg.MinIterations &&
 			float64(tot.Iterations) >= d.cfg.MinFollowedRatio*float64(tot.Restarts)
-		head := mem.heads[c.Cluster]
-		adv, advanced := tot.Advance, tot.Advance != nil
-		if !advanced && head != nil && head.beyond(c.RV) {
-			adv, advanced = &head.Top, true
-		}
-		if loop && advanced {
-			if !c.hist.Confirmed || c.hist.Advance == nil {
-				c.hist.Confirmed, c.hist.Advance = true, adv
-				changed = true
-			}
-			tot.Confirmed, tot.Advance = true, adv
-			f, err := d.finding(ctx, q, cw, c, tot, head)
+		if loop {
+			adv, err := mem.advance(ctx, q, w, c.Cluster, c.RV, tot.Advance)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, f)
+			if adv != nil {
+				if !c.hist.Confirmed || c.hist.Advance == nil {
+					c.hist.Confirmed, c.hist.Advance = true, adv
+					changed = true
+				}
+				tot.Confirmed, tot.Advance = true, adv
+				hd, err := mem.apiservers(ctx, q, w, c.Cluster)
+				if err != nil {
+					return nil, err
+				}
+				f, err := d.finding(ctx, q, cw, c, tot, hd)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, f)
+			}
 		}
 		if changed && (c.hist.Iterations > 0 || c.hist.Confirmed) {
 			save = append(save, c.hist)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,29 +16,84 @@ import (
 // them) of the churn resource that no write of their owner explains, and
 // which restart each followed.
 
-// churnSQL selects the successful deletes and creates of the churn
-// resource, one row per request (a request's stages share its audit ID;
-// only ResponseComplete carries a code, and duplicates are identical).
-// Ties in time (second-precision timestamps of 1.8-era logs) put a delete
-// before a create.
-const churnSQL = `SELECT ` + eventColumns + `
-FROM audit_events
-WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
-  AND verb IN ('delete', 'create') AND code >= 200 AND code < 300%IGNORED%
-ORDER BY cluster, namespace, name, ts, verb = 'create', audit_id
-LIMIT 1 BY cluster, audit_id`
+// churnDeletesSQL selects the successful deletes of the churn resource
+// that may follow a candidate's restart, and that no create or delete of
+// their owner (same namespace and name) explains: those stamped in the
+// time buckets ({bucket_us}, a third of FollowWithin) from a restart to
+// FollowWithin after it ({buckets}; the exact test is in Go) — keyed by
+// the restarting program when the delete names its program
+// ({program_buckets}: "program|bucket"; any program when a candidate's
+// watches carry no user agent, {any_program}) — whose owner's latest
+// write up to ownerSkew after the delete was made (an ASOF join) is more
+// than ReactionWithin before it, or absent (o_t 0). An owner written
+// without a recorded name is left to Go. One row per request: only
+// ResponseComplete carries a code, and duplicates of a row are identical.
+//
+// The join is GLOBAL: on a cluster audit_events is a Distributed table,
+// and GLOBAL runs the owner subquery once and ships its (small) result to
+// the shards; on a single node it is a plain join.
+const churnDeletesSQL = `SELECT d.cluster AS cluster, d.audit_id AS audit_id, d.stage AS stage, d.t AS t, d.received AS received,
+       d.verb AS verb, d.resource AS resource, d.namespace AS namespace, d.name AS name, d.user AS user,
+       d.user_agent AS user_agent, d.source_ip AS source_ip, d.request_uri AS request_uri, d.code AS code,
+       d.req_rv AS req_rv, d.response_rv AS response_rv, d.object_rv AS object_rv
+FROM (
+    SELECT ` + eventColumns + `, if(received > 0 AND received < t, received, t) AS req_t, req_t + {skew_us:Int64} AS req_t_skew
+    FROM audit_events
+    WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
+      AND verb = 'delete' AND code >= 200 AND code < 300%IGNORED%
+      AND (intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}) IN {buckets:Array(Int64)} AND (user_agent = '' OR {any_program:Bool})
+           OR concat(` + programSQL + `, '|', toString(intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}))) IN {program_buckets:Array(String)})
+    LIMIT 1 BY cluster, audit_id
+) AS d
+GLOBAL LEFT ASOF JOIN (` + namedOwnerWritesSQL + `) AS o
+ON d.cluster = o.cluster AND d.namespace = o.namespace AND d.name = o.name AND d.req_t_skew >= o.o_t
+WHERE o.o_t = 0 OR d.req_t - o.o_t > {reaction_us:Int64}`
 
-// ownerWritesSQL selects the creates and deletes of the owner resource
-// from ReactionWithin before the window, one row per request, with the
-// time it was made. A write counts unless it failed: without a status (a
-// policy that records only RequestReceived) it may have succeeded, and an
-// explained write must never be blamed on a loop. An owner written
-// without a recorded name (generateName, or a policy that omits it)
-// explains its whole namespace.
-const ownerWritesSQL = `SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS t
+// nextCreatesSQL reads, for each of the given deletes ({deletes}), the
+// first successful create of the same object at or after it (an ASOF
+// join): the re-create that ended the churn, whoever caused it.
+const nextCreatesSQL = `SELECT c.cluster AS cluster, c.audit_id AS audit_id, c.stage AS stage, c.t AS t, c.received AS received,
+       c.verb AS verb, c.resource AS resource, c.namespace AS namespace, c.name AS name, c.user AS user,
+       c.user_agent AS user_agent, c.source_ip AS source_ip, c.request_uri AS request_uri, c.code AS code,
+       c.req_rv AS req_rv, c.response_rv AS response_rv, c.object_rv AS object_rv
+FROM (
+    SELECT cluster, audit_id, namespace, name, toUnixTimestamp64Micro(ts) AS d_t
+    FROM audit_events
+    WHERE %WINDOW% AND audit_id IN {deletes:Array(String)} AND stage = 'ResponseComplete'
+    LIMIT 1 BY cluster, audit_id
+) AS d
+GLOBAL ASOF JOIN (
+    SELECT ` + eventColumns + `
+    FROM audit_events
+    WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
+      AND verb = 'create' AND code >= 200 AND code < 300%IGNORED%
+      AND concat(namespace, '/', name) IN {objects:Array(String)}
+    LIMIT 1 BY cluster, audit_id
+) AS c
+ON d.cluster = c.cluster AND d.namespace = c.namespace AND d.name = c.name AND d.d_t <= c.t
+LIMIT 1 BY c.cluster, c.audit_id`
+
+// namedOwnerWritesSQL is the owner writes that name their object, with
+// the time each request was made: a write counts unless it failed (without
+// a status — a policy that records only RequestReceived — it may have
+// succeeded, and an explained write must never be blamed on a loop).
+const namedOwnerWritesSQL = `
+    SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS o_t
+    FROM audit_events
+    WHERE %OWNERWINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
+      AND verb IN ('delete', 'create', 'deletecollection') AND name != ''
+    GROUP BY cluster, audit_id, namespace, name
+    HAVING max(code) = 0 OR (max(code) >= 200 AND max(code) < 300)
+`
+
+// unnamedOwnerWritesSQL selects the owner writes that name no object
+// (generateName, or a policy that omits the name) in the namespaces of
+// the churn: such a write explains the churn writes of its whole
+// namespace right after it. It is checked in Go (explained).
+const unnamedOwnerWritesSQL = `SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS t
 FROM audit_events
 WHERE %WINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
-  AND verb IN ('delete', 'create', 'deletecollection')
+  AND verb IN ('delete', 'create', 'deletecollection') AND name = '' AND namespace IN {namespaces:Array(String)}
 GROUP BY cluster, audit_id, namespace, name
 HAVING max(code) = 0 OR (max(code) >= 200 AND max(code) < 300)
 ORDER BY cluster, namespace, name, t`
@@ -49,40 +105,100 @@ type ownerWrite struct {
 	T         int64  `json:"t"`
 }
 
-// churn is the window's churn-resource writes, by cluster, with what
-// explains them.
+// churn is the churn-resource writes that may follow the candidates'
+// restarts, by cluster, with what explains them.
 type churn struct {
-	events map[string][]eventRow // by cluster, ordered by object and time
+	// events are the deletes no named owner write explains and the first
+	// create of the same object after each, ordered by object and time, a
+	// delete before a create of the same time (second-precision timestamps
+	// of 1.8-era logs).
+	events map[string][]eventRow
+	// owners are the owner writes that name no object, which explain the
+	// churn of their namespace (see explained).
 	owners map[string][]ownerWrite
 }
 
-func (d *WatchLoop) selectChurn(ctx context.Context, q Querier, w Window) (churn, error) {
+func (d *WatchLoop) selectChurn(ctx context.Context, q Querier, w Window, cands []*candidate) (churn, error) {
 	c := churn{events: map[string][]eventRow{}, owners: map[string][]ownerWrite{}}
-	p := store.Params{"churn": stringParam(d.cfg.ChurnResource), "owner": stringParam(d.cfg.OwnerResource)}
+	width := max(d.cfg.FollowWithin.Microseconds()/3, 1)
+	buckets, keyed := map[string]bool{}, map[string]bool{}
+	anyProgram := false
+	for _, cd := range cands {
+		anyProgram = anyProgram || cd.UserAgent == ""
+		for _, i := range cd.starts {
+			// A delete within FollowWithin (plus ownerSkew and the
+			// delete's own handling) of the restart.
+			b := cd.Watches[i].Time.UnixMicro() / width
+			for x := b; x <= b+4; x++ {
+				buckets[strconv.FormatInt(x, 10)] = true
+				keyed[cd.Program+"|"+strconv.FormatInt(x, 10)] = true
+			}
+		}
+	}
+	p := store.Params{"churn": stringParam(d.cfg.ChurnResource), "owner": stringParam(d.cfg.OwnerResource),
+		"bucket_us": strconv.FormatInt(width, 10), "buckets": "[" + strings.Join(sortedKeys(buckets), ",") + "]",
+		"program_buckets": arrayParam(sortedKeys(keyed)), "any_program": strconv.FormatBool(anyProgram),
+		"skew_us": strconv.FormatInt(ownerSkew.Microseconds(), 10), "reaction_us": strconv.FormatInt(d.cfg.ReactionWithin.Microseconds(), 10)}
 	ignored := ""
 	if len(d.cfg.IgnoreChurnBy) > 0 {
 		p["ignored"] = arrayParam(d.cfg.IgnoreChurnBy)
 		ignored = " AND user NOT IN {ignored:Array(String)}"
 	}
-	sql := strings.Replace(strings.Replace(churnSQL, "%WINDOW%", windowParams(w, p), 1), "%IGNORED%", ignored, 1)
-	err := selectRows(ctx, q, d.cfg.ChurnResource+" deletes and creates", sql, p, func(r eventRow) error {
+	// Owner writes from ReactionWithin before the window: they explain
+	// churn writes at its start.
+	ow := w
+	ow.Since = w.Since.Add(-d.cfg.ReactionWithin)
+	po := store.Params{}
+	ownerWindow := strings.NewReplacer("{since:", "{o_since:", "{until:", "{o_until:", "{clusters:", "{o_clusters:").Replace(windowParams(ow, po))
+	for k, v := range po {
+		p["o_"+k] = v
+	}
+	expand := func(sql string) string {
+		return strings.NewReplacer("%WINDOW%", windowParams(w, p), "%OWNERWINDOW%", ownerWindow, "%IGNORED%", ignored).Replace(sql)
+	}
+	objects, namespaces := map[string]bool{}, map[string]bool{}
+	var deletes []string
+	err := selectRows(ctx, q, d.cfg.ChurnResource+" deletes", expand(churnDeletesSQL), p, func(r eventRow) error {
+		c.events[r.Cluster] = append(c.events[r.Cluster], r)
+		objects[r.Namespace+"/"+r.Name] = true
+		namespaces[r.Namespace] = true
+		deletes = append(deletes, r.AuditID)
+		return nil
+	})
+	if err != nil || len(objects) == 0 {
+		return c, err
+	}
+	p["objects"] = arrayParam(sortedKeys(objects))
+	p["namespaces"] = arrayParam(sortedKeys(namespaces))
+	slices.Sort(deletes)
+	p["deletes"] = arrayParam(slices.Compact(deletes))
+	err = selectRows(ctx, q, d.cfg.ChurnResource+" re-creates", expand(nextCreatesSQL), p, func(r eventRow) error {
 		c.events[r.Cluster] = append(c.events[r.Cluster], r)
 		return nil
 	})
 	if err != nil {
 		return c, err
 	}
-	// Owner writes from ReactionWithin before the window: they explain
-	// churn writes at its start.
-	ow := w
-	ow.Since = w.Since.Add(-d.cfg.ReactionWithin)
-	po := store.Params{"owner": stringParam(d.cfg.OwnerResource)}
-	err = selectRows(ctx, q, d.cfg.OwnerResource+" creates and deletes", strings.Replace(ownerWritesSQL, "%WINDOW%", windowParams(ow, po), 1), po,
+	for _, evs := range c.events {
+		slices.SortFunc(evs, func(a, b eventRow) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name), cmp.Compare(a.TS, b.TS),
+				cmp.Compare(verbOrder(a.Verb), verbOrder(b.Verb)), strings.Compare(a.AuditID, b.AuditID))
+		})
+	}
+	err = selectRows(ctx, q, d.cfg.OwnerResource+" creates and deletes", strings.Replace(unnamedOwnerWritesSQL, "%WINDOW%", ownerWindow, 1), p,
 		func(r ownerWrite) error {
 			c.owners[r.Cluster] = append(c.owners[r.Cluster], r)
 			return nil
 		})
 	return c, err
+}
+
+// verbOrder puts a delete before a create of the same time.
+func verbOrder(verb string) int {
+	if verb == "delete" {
+		return 0
+	}
+	return 1
 }
 
 // ownerSkew is how much earlier than its owner's write a churn write may
@@ -127,8 +243,7 @@ func (e eventRow) requested() time.Time {
 // replays; see sameProgram). When the log cannot say which program wrote
 // it, the latest restart of any candidate. A delete by a program whose
 // reflector did not restart (a user, a janitor) follows nothing. The
-// re-create of the same object within PairWithin, unless explained, is
-// its pair.
+// first re-create of the same object within PairWithin is its pair.
 func (d *WatchLoop) attribute(cands []*candidate, ch churn) {
 	type ref struct {
 		t     time.Time
@@ -176,9 +291,7 @@ func (d *WatchLoop) attribute(cands []*candidate, ch churn) {
 					break
 				}
 				if n.Verb == "create" {
-					if !d.explained(owners, n) {
-						a.create = &n
-					}
+					a.create = &n
 					break
 				}
 			}

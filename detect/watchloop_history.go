@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,8 +64,9 @@ type rvSeen struct {
 	Time    time.Time `json:"time"`
 }
 
-// head is what a cluster showed of itself: the highest resourceVersion
-// any request carried, and the kube-apiservers' own user agents (their
+// head is what the detector remembers of a cluster: the highest
+// resourceVersion a proof of advance found (a cache: a loop from a lower
+// one needs no query), and the kube-apiservers' own user agents (their
 // version is the one the DELETE-event bug depends on).
 type head struct {
 	Top        rvSeen   `json:"top"`
@@ -85,6 +87,7 @@ type memory struct {
 	hists       map[string]*history // by stateKey
 	heads       map[string]*head    // by cluster
 	headChanged map[string]bool
+	uaRead      map[string]bool // clusters whose apiserver user agents this evaluation read
 	until       time.Time
 }
 
@@ -93,7 +96,7 @@ func stateKey(cluster, ident, rv string) string { return cluster + "\x00" + iden
 // load reads the remembered histories and heads of the window's clusters
 // (nothing without a StateStore).
 func (d *WatchLoop) load(ctx context.Context, st StateStore, w Window) (*memory, error) {
-	m := &memory{hists: map[string]*history{}, heads: map[string]*head{}, headChanged: map[string]bool{}, until: w.Until}
+	m := &memory{hists: map[string]*history{}, heads: map[string]*head{}, headChanged: map[string]bool{}, uaRead: map[string]bool{}, until: w.Until}
 	if st == nil {
 		return m, nil
 	}
@@ -133,26 +136,113 @@ func (m *memory) keys() []string {
 	return slices.Compact(out)
 }
 
-// observeHeads merges what the window showed of each cluster.
-func (m *memory) observeHeads(rows []headRow) {
-	for _, r := range rows {
-		h := m.heads[r.Cluster]
-		if h == nil {
-			h = &head{}
-			m.heads[r.Cluster] = h
+// advance returns the proof that cluster moved past rv: the history's
+// own (known), else the cluster's remembered head when it is higher, else
+// the first request of the window that showed a higher resourceVersion
+// (remembered as the head when it is higher than the head). nil when there is none, or rv is not an
+// integer (resourceVersions are opaque to clients; only etcd's integers
+// order).
+func (m *memory) advance(ctx context.Context, q Querier, w Window, cluster, rv string, known *rvSeen) (*rvSeen, error) {
+	if known != nil {
+		return known, nil
+	}
+	if h := m.heads[cluster]; h != nil && h.beyond(rv) {
+		top := h.Top
+		return &top, nil
+	}
+	if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+		return nil, nil
+	}
+	cw := w
+	cw.Clusters = []string{cluster}
+	p := store.Params{"rv": rv}
+	var found *rvSeen
+	for _, sql := range proofSQLs {
+		err := selectRows(ctx, q, "a newer resourceVersion", strings.Replace(sql, "%WINDOW%", windowParams(cw, p), 1), p,
+			func(r struct {
+				AuditID string `json:"audit_id"`
+				V       uint64 `json:"v"`
+				T       int64  `json:"t"`
+			}) error {
+				found = &rvSeen{RV: fmtRV(r.V), AuditID: r.AuditID, Time: micros(r.T)}
+				return nil
+			})
+		if err != nil {
+			return nil, err
 		}
-		if r.Top > 0 {
-			if c, ok := compareRV(fmtRV(r.Top), h.Top.RV); h.Top.RV == "" || ok && c > 0 {
-				h.Top = rvSeen{RV: fmtRV(r.Top), AuditID: r.TopID, Time: micros(r.TopUS)}
-				m.headChanged[r.Cluster] = true
-			}
-		}
-		if merged := mergeStrings(h.APIServers, r.APIServers); !slices.Equal(merged, h.APIServers) {
-			h.APIServers = merged
-			m.headChanged[r.Cluster] = true
+		if found != nil {
+			break
 		}
 	}
+	if found == nil {
+		return nil, nil
+	}
+	h := m.head(cluster)
+	if c, ok := compareRV(found.RV, h.Top.RV); h.Top.RV == "" || ok && c > 0 {
+		h.Top = *found
+		m.headChanged[cluster] = true
+	}
+	return found, nil
 }
+
+func (m *memory) head(cluster string) *head {
+	h := m.heads[cluster]
+	if h == nil {
+		h = &head{}
+		m.heads[cluster] = h
+	}
+	return h
+}
+
+// apiservers returns the cluster's head with the kube-apiservers' user
+// agents the window shows added (once per evaluation).
+func (m *memory) apiservers(ctx context.Context, q Querier, w Window, cluster string) (*head, error) {
+	h := m.head(cluster)
+	if m.uaRead[cluster] {
+		return h, nil
+	}
+	m.uaRead[cluster] = true
+	cw := w
+	cw.Clusters = []string{cluster}
+	p := store.Params{}
+	err := selectRows(ctx, q, "kube-apiserver user agents", strings.Replace(apiserverAgentsSQL, "%WINDOW%", windowParams(cw, p), 1), p,
+		func(r struct {
+			Agents []string `json:"agents"`
+		}) error {
+			if merged := mergeStrings(h.APIServers, r.Agents); !slices.Equal(merged, h.APIServers) {
+				h.APIServers = merged
+				m.headChanged[cluster] = true
+			}
+			return nil
+		})
+	return h, err
+}
+
+// proofSQLs find the first request of the window that showed an integer
+// resourceVersion above {rv}: first among watches and lists (a small part
+// of the events, which the sort key lets the engine find), then among all
+// requests (objectRef, response objects).
+var proofSQLs = []string{
+	`SELECT audit_id, toUInt64OrZero(req_rv) AS v, toUnixTimestamp64Micro(ts) AS t
+FROM audit_events
+WHERE %WINDOW% AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {rv:UInt64}
+ORDER BY ts, audit_id
+LIMIT 1`,
+	`SELECT audit_id, v, toUnixTimestamp64Micro(ts) AS t FROM (
+    SELECT audit_id, ts, greatest(toUInt64OrZero(req_rv), toUInt64OrZero(response_rv), toUInt64OrZero(object_rv)) AS v
+    FROM audit_events
+    WHERE %WINDOW%
+)
+WHERE v > {rv:UInt64}
+ORDER BY ts, audit_id
+LIMIT 1`,
+}
+
+// apiserverAgentsSQL reads the kube-apiservers' own user agents: their
+// loopback requests name their version.
+const apiserverAgentsSQL = `SELECT arraySort(groupUniqArray(16)(toString(user_agent))) AS agents
+FROM audit_events
+WHERE %WINDOW% AND startsWith(user_agent, 'kube-apiserver/')`
 
 // save stores the histories and the heads that changed.
 func (m *memory) save(ctx context.Context, st StateStore, hists []*history) error {
@@ -177,38 +267,4 @@ func (m *memory) save(ctx context.Context, st StateStore, hists []*history) erro
 		recs = append(recs, StateRecord{Detector: WatchLoopName, Cluster: cluster, Key: headKey, LastSeen: m.until, Body: body})
 	}
 	return st.SaveState(ctx, recs)
-}
-
-// headRow is what one window showed of a cluster.
-type headRow struct {
-	Cluster    string   `json:"cluster"`
-	Top        uint64   `json:"top"`
-	TopID      string   `json:"top_id"`
-	TopUS      int64    `json:"top_us"`
-	APIServers []string `json:"apiservers"`
-}
-
-// headsSQL finds the highest integer resourceVersion any request of the
-// window carried (asked for in a watch or list, in objectRef, or in a
-// response), and the kube-apiservers' own user agents. It reads without
-// FINAL: maxima do not change with duplicate rows.
-const headsSQL = `SELECT cluster, max(v) AS top, argMax(audit_id, v) AS top_id, argMax(toUnixTimestamp64Micro(ts), v) AS top_us,
-       arraySort(groupUniqArrayIf(16)(toString(user_agent), startsWith(user_agent, 'kube-apiserver/'))) AS apiservers
-FROM (
-    SELECT cluster, audit_id, ts, user_agent,
-           greatest(toUInt64OrZero(req_rv), toUInt64OrZero(response_rv), toUInt64OrZero(object_rv)) AS v
-    FROM audit_events
-    WHERE %WINDOW%
-)
-GROUP BY cluster`
-
-func selectHeads(ctx context.Context, q Querier, w Window) ([]headRow, error) {
-	p := store.Params{}
-	var out []headRow
-	err := selectRows(ctx, q, "resourceVersions seen", strings.Replace(headsSQL, "%WINDOW%", windowParams(w, p), 1), p,
-		func(r headRow) error {
-			out = append(out, r)
-			return nil
-		})
-	return out, err
 }

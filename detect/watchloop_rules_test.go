@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -55,7 +56,8 @@ func (l *loopLog) add(r req) {
 		row := store.Row{Cluster: l.cluster, APIServer: r.apisv, AuditID: id, Stage: stage, Level: "Metadata", Verb: r.verb,
 			RequestURI: r.uri, Time: t.Add(time.Duration(i) * 5 * time.Millisecond), ReceivedAt: t, User: r.user,
 			UserAgent: r.ua, SourceIP: r.ip, Resource: r.resource, APIVersion: "v1", Namespace: r.ns, Name: r.name,
-			Watch: r.verb == "watch", RequestedRV: r.rv, Raw: []byte(`{"auditID":"` + id + `"}`)}
+			Watch: r.verb == "watch", RequestedRV: r.rv, RVMatch: ingest.ParseRequestURI(r.uri).ResourceVersionMatch,
+			Raw: []byte(`{"auditID":"` + id + `"}`)}
 		if r.second {
 			row.Time = t
 		}
