@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -47,7 +48,8 @@ func (w watchStart) evidence(c client, rv, role string) Evidence {
 	}
 }
 
-// reflector is one program's watch of one resource: what stays the same
+// reflector is one program's watch of one resource (internal/reflector
+// says what identifies it): what stays the same
 // across the program's watch restarts, its reconnects through a load
 // balancer (whose source NAT changes the address) and its leader changes
 // (a new kube-controller-manager instance is the same program). Program is
@@ -68,15 +70,6 @@ type reflector struct {
 	LabelSelector string `json:"label_selector"`
 	FieldSelector string `json:"field_selector"`
 }
-
-// programSQL is programName in SQL: the user agent's product, the whole
-// user agent when it has none, or the user when there is no user agent.
-const programSQL = `multiIf(position(user_agent, '/') > 1, substring(user_agent, 1, position(user_agent, '/') - 1), user_agent != '', toString(user_agent), toString(user))`
-
-// instanceSQL names the instance of a loopback reflector: the kube-apiserver
-// that runs it (the apiserver column, named by the webhook's path, token or
-// certificate), and its address.
-const instanceSQL = `if(user = 'system:apiserver', concat(toString(apiserver), '|', toString(source_ip)), '')`
 
 // watchStartsSQL selects the watches in a window, one row per watch
 // (audit ID): the request's stages are grouped, its start is the request
@@ -108,8 +101,8 @@ FROM (
            min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
            argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, any(req_rv_match) AS w_rv_match
     FROM (
-        SELECT *, ` + programSQL + ` AS r_program, ` + instanceSQL + ` AS r_instance,
-               cityHash64(user, r_program, api_group, resource, namespace, label_selector, field_selector, r_instance) AS r_ident
+        SELECT *, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
+               ` + refl.IdentSQL + ` AS r_ident
         FROM audit_events
         WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
           AND req_rv != '' AND req_rv != '0'

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -42,7 +43,7 @@ FROM (
     WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
       AND verb = 'delete' AND code >= 200 AND code < 300%IGNORED%
       AND (intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}) IN {buckets:Array(Int64)} AND (user_agent = '' OR {any_program:Bool})
-           OR concat(` + programSQL + `, '|', toString(intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}))) IN {program_buckets:Array(String)})
+           OR concat(` + refl.ProgramSQL + `, '|', toString(intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}))) IN {program_buckets:Array(String)})
     LIMIT 1 BY cluster, audit_id
 ) AS d
 GLOBAL LEFT ASOF JOIN (` + namedOwnerWritesSQL + `) AS o

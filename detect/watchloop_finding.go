@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	refl "github.com/auditlens/auditlens/internal/reflector"
 )
 
 // finding builds the finding of one loop from the window's evidence and
@@ -213,18 +215,8 @@ func loopRemediation(prog, owner string) string {
 		"repeatedly, and controller logs show \"watch of *v1.ConfigMap ended with: too old resource version\"."
 }
 
-// programName is the product of a user agent ("kube-controller-manager"
-// of "kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/…"), or the
-// user when there is none. programSQL is the same in SQL.
-func programName(userAgent, user string) string {
-	if p, _, ok := strings.Cut(userAgent, "/"); ok && p != "" {
-		return p
-	}
-	if userAgent != "" {
-		return userAgent
-	}
-	return user
-}
+// programName is the program of a client (internal/reflector).
+func programName(userAgent, user string) string { return refl.Program(userAgent, user) }
 
 // apiserverAffected reads the kube-apiservers' versions from their own
 // user agents ("kube-apiserver/v1.9.2 …"), as seen in the cluster's feed:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -306,15 +307,6 @@ const watchSpanCols = `min(ts) AS start_ts, maxIf(ts, stage IN ('ResponseComplet
 // Kept: the watches open at some time between the first and last event.
 const watchesHaving = ` start_ts <= {to:DateTime64(6, 'UTC')} AND (NOT ended OR end_ts >= {from:DateTime64(6, 'UTC')})`
 
-// programSQL and instanceSQL name a watcher as the watch detectors name a
-// reflector (detect/watches.go): the user agent's product, else the whole
-// user agent, else the user; and, for the loopback informers of the
-// kube-apiservers, which apiserver runs it.
-const (
-	programSQL  = `multiIf(position(user_agent, '/') > 1, substring(user_agent, 1, position(user_agent, '/') - 1), user_agent != '', toString(user_agent), toString(user))`
-	instanceSQL = `if(user = 'system:apiserver', concat(toString(apiserver), '|', toString(source_ip)), '')`
-)
-
 // watchersSQL groups the watches of watchesWhere/watchesHaving by watcher
 // and keeps the latest {per} of each (groupArraySorted of the negated
 // start: bounded memory however many watches a watcher made), the
@@ -330,8 +322,8 @@ FROM (
 	SELECT cluster AS c, audit_id AS id, any(apiserver) AS api, any(user) AS w_user, any(toString(user_agent)) AS w_ua,
 		any(toString(source_ip)) AS w_ip, any(api_group) AS w_group, any(resource) AS w_res, any(namespace) AS w_ns,
 		any(req_rv) AS w_rv, any(label_selector) AS w_ls, any(field_selector) AS w_fs,
-		any(` + programSQL + `) AS w_program, any(` + instanceSQL + `) AS w_instance,
-		any(cityHash64(user, ` + programSQL + `, api_group, resource, namespace, label_selector, field_selector, ` + instanceSQL + `)) AS ident,
+		any(` + reflector.ProgramSQL + `) AS w_program, any(` + reflector.InstanceSQL + `) AS w_instance,
+		any(` + reflector.IdentSQL + `) AS ident,
 		` + watchSpanCols + `, max(code) AS cd
 	FROM audit_events` + watchesWhere + `
 	GROUP BY c, id
