@@ -6,7 +6,7 @@
 
 import { h, link, fmtUTC, fmtDuration, timeTitle, parseTime, codeClass, clear, severityBadge } from './dom.js';
 import { api, getJSON, getNDJSON, ApiError } from './api.js';
-import { drawObjectStrip, drawWatcherStrip, watcherName, staticRV } from './chart.js';
+import { drawWatcherStrip, watcherName, staticRV } from './chart.js';
 
 const KEYS = ['cluster', 'resource', 'namespace', 'name', 'since', 'until', 'limit'];
 
@@ -135,7 +135,7 @@ export async function render(ctx) {
   if (ctx.signal.aborted) return;
   const events = Array.isArray(data.events) ? data.events : [];
   const watches = Array.isArray(data.watches) ? data.watches : [];
-  const watchers = Array.isArray(data.watchers) ? data.watchers : null; // null: an older server
+  const watchers = Array.isArray(data.watchers) ? data.watchers : [];
 
   // The page's range: since/until, else the object's first and last request.
   const evTimes = events.map((e) => parseTime(e.time)).filter(Number.isFinite);
@@ -206,17 +206,13 @@ export async function render(ctx) {
         h('span', { class: 'lg-tick verb-delete' }), 'delete ', h('span', { class: 'lg-tick verb-create' }), 'create ',
         h('span', { class: 'lg-tick verb-update' }), 'update/patch ', h('span', { class: 'lg-tick verb-get' }), 'read ',
         h('span', { class: 'lg-bar' }), 'watch',
-        watchers && watchers.length ? [h('span', { class: 'lg-restart' }), 'restart, labelled with the resourceVersion it asked for ',
+        watchers.length ? [h('span', { class: 'lg-restart' }), 'restart, labelled with the resourceVersion it asked for ',
           h('span', { class: 'lg-restart same-rv' }), 'same resourceVersion as the restart before',
           findings.length ? [h('span', { class: 'lg-restart culprit' }), 'the client the finding names'] : null] : null)),
     stripBox);
   ctx.main.append(stripCard, h('div', { class: 'grid-history' }, history, wCard));
-  if (watchers) {
-    drawWatcherStrip(stripBox, events, watchers, width, { culprit: isCulprit });
-    if (watchers.length) stripBox.appendChild(watcherSummary(watchers, isCulprit));
-    if (data.watchers_truncated) stripBox.appendChild(h('p', { class: 'muted small' }, 'Only the most active watchers are shown: narrow since/until for the others.'));
-  } else {
-    drawObjectStrip(stripBox, events, watches, width);
-  }
-  if (!events.length && !watches.length && !(watchers && watchers.length)) clear(stripBox).appendChild(h('p', { class: 'muted' }, 'Nothing to draw.'));
+  drawWatcherStrip(stripBox, events, watchers, width, { culprit: isCulprit });
+  if (watchers.length) stripBox.appendChild(watcherSummary(watchers, isCulprit));
+  if (data.watchers_truncated) stripBox.appendChild(h('p', { class: 'muted small' }, 'Only the most active watchers are shown: narrow since/until for the others.'));
+  if (!events.length && !watches.length && !watchers.length) clear(stripBox).appendChild(h('p', { class: 'muted' }, 'Nothing to draw.'));
 }
