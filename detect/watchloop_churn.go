@@ -90,7 +90,7 @@ const namedOwnerWritesSQL = `
 // unnamedOwnerWritesSQL selects the owner writes that name no object
 // (generateName, or a policy that omits the name) in the namespaces of
 // the churn: such a write explains the churn writes of its whole
-// namespace right after it. It is checked in Go (explained).
+// namespace right after it. It is checked in Go (explainedUnnamed).
 const unnamedOwnerWritesSQL = `SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS t
 FROM audit_events
 WHERE %WINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
@@ -115,7 +115,7 @@ type churn struct {
 	// of 1.8-era logs).
 	events map[string][]eventRow
 	// owners are the owner writes that name no object, which explain the
-	// churn of their namespace (see explained).
+	// churn of their namespace (see explainedUnnamed).
 	owners map[string][]ownerWrite
 }
 
@@ -208,21 +208,17 @@ func verbOrder(verb string) int {
 // whole seconds.
 const ownerSkew = time.Second
 
-// explained reports whether a write of the object's owner explains the
-// churn write e: a create or delete of the same namespace and name (or of
-// a name the log does not record) at most ReactionWithin before it.
-func (d *WatchLoop) explained(owners []ownerWrite, e eventRow) bool {
+// explainedUnnamed reports whether an owner write that names no object
+// (owners: those of the cluster, ordered by namespace and time) explains
+// the churn write e: one in e's namespace at most ReactionWithin before
+// it. Named owner writes were applied in the engine (churnDeletesSQL).
+func (d *WatchLoop) explainedUnnamed(owners []ownerWrite, e eventRow) bool {
 	t := e.requested()
-	// owners are ordered by namespace, name and time.
-	for _, name := range []string{e.Name, ""} {
-		i, _ := slices.BinarySearchFunc(owners, ownerWrite{Namespace: e.Namespace, Name: name}, func(a, b ownerWrite) int {
-			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
-		})
-		for ; i < len(owners) && owners[i].Namespace == e.Namespace && owners[i].Name == name; i++ {
-			o := micros(owners[i].T)
-			if !t.Before(o.Add(-ownerSkew)) && t.Sub(o) <= d.cfg.ReactionWithin {
-				return true
-			}
+	i, _ := slices.BinarySearchFunc(owners, e.Namespace, func(a ownerWrite, ns string) int { return strings.Compare(a.Namespace, ns) })
+	for ; i < len(owners) && owners[i].Namespace == e.Namespace; i++ {
+		o := micros(owners[i].T)
+		if !t.Before(o.Add(-ownerSkew)) && t.Sub(o) <= d.cfg.ReactionWithin {
+			return true
 		}
 	}
 	return false
@@ -261,7 +257,7 @@ func (d *WatchLoop) attribute(cands []*candidate, ch churn) {
 		slices.SortStableFunc(refs, func(a, b ref) int { return a.t.Compare(b.t) })
 		events, owners := ch.events[cluster], ch.owners[cluster]
 		for i, e := range events {
-			if e.Verb != "delete" || e.Name == "" || d.explained(owners, e) {
+			if e.Verb != "delete" || e.Name == "" || d.explainedUnnamed(owners, e) {
 				continue
 			}
 			del := e.requested()

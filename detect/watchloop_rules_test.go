@@ -198,6 +198,15 @@ func TestWatchLoopRules(t *testing.T) {
 				l.churn(at+2*time.Second, epcUA, "api")
 			}
 		}},
+		{name: "a Service created without a recorded name explains its namespace's Endpoints writes right after it", build: func(l *loopLog) {
+			l.advance(30 * time.Second)
+			for _, at := range restarts {
+				l.watch(at, kcmUser, kcmUA, "10.0.0.10", "1200", 200)
+				l.add(req{at: at + 10*time.Millisecond, user: "admin", ua: "kubectl/v1.37.2", verb: "create", resource: "services", ns: "default",
+					code: 201, uri: "/api/v1/namespaces/default/services"})
+				l.churn(at+2*time.Second, epcUA, "api")
+			}
+		}},
 		{name: "a Service write explains nothing minutes later", want: 1, build: func(l *loopLog) {
 			l.advance(30 * time.Second)
 			for _, v := range []string{"delete", "create"} {
