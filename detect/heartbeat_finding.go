@@ -138,8 +138,9 @@ func (e *hbEval) feedGapFindings(cluster string, losses []*hbLoss, nodes map[str
 			Summary: fmt.Sprintf("Between %s and %s auditlens holds no event at all from cluster %s: not one request of any "+
 				"client. The heartbeats of %d of the %d nodes seen before are missing over the same stretch, but so is "+
 				"everything else, so the gap says nothing about the nodes: the audit feed itself stopped (the apiservers "+
-				"did not send, or auditlens did not receive or store). No node-lifecycle reaction is stored either. "+
-				"Check the audit pipeline for that time.", from.Format(time.RFC3339), to.Format(time.RFC3339), cluster,
+				"did not send, or auditlens did not receive or store). Check the audit pipeline for that time. "+
+				"An apiserver that stalled or restarted (a single control plane) looks the same: then nobody, not only the "+
+				"kubelets, was served.", from.Format(time.RFC3339), to.Format(time.RFC3339), cluster,
 				len(ls), max(seen, len(ls))),
 			Remediation: "Check the audit pipeline over the gap: the kube-apiservers' audit webhook backend (its logs: " +
 				"\"Error in audit plugin 'webhook'\", dropped batches when its buffer of 10000 events fills; " +
@@ -242,15 +243,15 @@ func (d *HeartbeatLoss) describe(f *Finding) {
 		fmt.Fprintf(&b, "None had come back by %s (%s after the first loss). ", f.LastSeen.Format(time.RFC3339),
 			f.LastSeen.Sub(start).Round(time.Second))
 	case len(back) < s.NodesLost:
-		fmt.Fprintf(&b, "%d came back, the last at %s; %d had not by %s (%s after the first loss). ", len(back),
-			last.Format(time.RFC3339), s.NodesLost-len(back), f.LastSeen.Format(time.RFC3339), f.LastSeen.Sub(start).Round(time.Second))
+		fmt.Fprintf(&b, "%d came back (%s); %d had not by %s (%s after the first loss). ", len(back),
+			comebacks(back, start), s.NodesLost-len(back), f.LastSeen.Format(time.RFC3339), f.LastSeen.Sub(start).Round(time.Second))
 	default:
 		fmt.Fprintf(&b, "All came back within %s, the last at %s (%s). ", last.Sub(start).Round(time.Second),
-			last.Format(time.RFC3339), comebacks(back, start, 6))
+			last.Format(time.RFC3339), comebacks(back, start))
 	}
 	if len(notReady) > 0 || len(tainted) > 0 {
-		fmt.Fprintf(&b, "The node-lifecycle controller marked %d of them NotReady/Unknown and wrote %d (the "+
-			"node.kubernetes.io/unreachable taint and its removal). ", len(notReady), len(tainted))
+		fmt.Fprintf(&b, "The node-lifecycle controller marked %d of them NotReady/Unknown and tainted %d "+
+			"(node.kubernetes.io/unreachable, removed on return). ", len(notReady), len(tainted))
 	}
 	if s.PodsEvicted > 0 {
 		fmt.Fprintf(&b, "%d %s deleted or evicted by the node-lifecycle and taint-eviction controllers during the wave. ",
@@ -293,20 +294,17 @@ func nodeObjects(objs []Object) []Object {
 	return out
 }
 
-// comebacks lists when the nodes came back, as durations after start,
-// the earliest first.
-func comebacks(back map[string]time.Time, start time.Time, limit int) string {
+// comebacks says when the nodes came back after start: the first and
+// the last, or the one.
+func comebacks(back map[string]time.Time, start time.Time) string {
 	names := sortedKeys(back)
 	slices.SortStableFunc(names, func(a, b string) int { return back[a].Compare(back[b]) })
-	var parts []string
-	for i, n := range names {
-		if i == limit {
-			parts = append(parts, fmt.Sprintf("and %d more", len(names)-limit))
-			break
-		}
-		parts = append(parts, fmt.Sprintf("%s after %s", n, back[n].Sub(start).Round(time.Second)))
+	first, last := names[0], names[len(names)-1]
+	if first == last {
+		return fmt.Sprintf("%s after %s", first, back[first].Sub(start).Round(time.Second))
 	}
-	return strings.Join(parts, ", ")
+	return fmt.Sprintf("the first, %s, after %s; the last, %s, after %s", first, back[first].Sub(start).Round(time.Second),
+		last, back[last].Sub(start).Round(time.Second))
 }
 
 func later(a, b time.Time) time.Time {
