@@ -200,7 +200,13 @@ func (d *HeartbeatLoss) describe(f *Finding) {
 			relists++
 		}
 	}
-	s.PodsEvicted = max(s.PodsEvicted, evictions)
+	pods := 0
+	for _, o := range f.Objects {
+		if o.Resource == "pods" {
+			pods++
+		}
+	}
+	s.PodsEvicted = max(s.PodsEvicted, evictions, pods)
 	share := float64(s.NodesLost) / float64(max(s.NodesSeen, 1))
 
 	switch {

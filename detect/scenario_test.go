@@ -76,6 +76,7 @@ var scenarioCases = map[string]struct {
 	"heartbeat-loss-short":             {},
 	"heartbeat-loss-large":             {},
 	"heartbeat-loss-status-only":       {},
+	"heartbeat-loss-hours":             {},
 	"heartbeat-one-node-lost":          {},
 	"heartbeat-drain-maintenance":      {},
 	"heartbeat-scale-down":             {},

@@ -165,6 +165,19 @@ var heartbeatScenarios = []Scenario{
 		},
 	},
 	{
+		Name: "heartbeat-loss-hours",
+		Doc: "Kubernetes 1.37, 20–40 nodes with Leases: a load balancer failover cuts off 40–60% of the kubelets and nobody " +
+			"restarts them; their connections hang for 2.5–3.5 hours (30–42 minutes at the compressed scale), longer than a " +
+			"detection window and its lookback. The taint-eviction controller deletes their pods. Expect one critical " +
+			"heartbeat-loss finding for the whole wave, however many windows show it.",
+		version: "v1.37.2", commit: "abc1234",
+		build: func(s *sim) {
+			buildHeartbeat(s, hbVariant{nodes: [2]int{20, 40}, leases: true, status: [2]time.Duration{time.Minute, 5 * time.Minute},
+				lost: [2]float64{0.4, 0.6}, gap: [2]time.Duration{150 * time.Minute, 210 * time.Minute}, evict: true, taintEvictor: true,
+				pods: [2]int{1, 3}})
+		},
+	},
+	{
 		Name: "heartbeat-one-node-lost",
 		Doc: "Kubernetes 1.37, 5–30 nodes: one node loses the apiserver for 10–20 minutes (NotReady, tainted, its pods " +
 			"evicted). A single node going away is not a wave. Expect no finding.",
