@@ -101,6 +101,10 @@ type Subjects struct {
 	// PartOf names the finding of the incident this one is part of (a
 	// watch-rv-regression that began a watch loop).
 	PartOf string `json:"part_of,omitempty"`
+	// Conflicts counts the writes answered 409 Conflict, and Relists the
+	// lists, that an incident caused (rv-rollback: after the drop).
+	Conflicts int `json:"conflicts,omitempty"`
+	Relists   int `json:"relists,omitempty"`
 }
 
 // Object names one API object.

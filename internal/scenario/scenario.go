@@ -76,6 +76,8 @@ type Want struct {
 	// Regressions are the watches that resumed from a resourceVersion
 	// lower than one the same reflector had used since its last list.
 	Regressions []Regression
+	// Restores are the etcd restores (see Restore).
+	Restores []Restore
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.
