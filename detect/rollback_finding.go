@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,10 +31,11 @@ WHERE %WINDOW% AND cluster = {cluster:String} AND {rv:String} IN (response_rv, o
 ORDER BY ts, audit_id
 LIMIT 1`
 
-// futureSQL groups the watches and lists from a resourceVersion above
-// {after} by client, resource and requested resourceVersion: a stuck
-// reflector asks again and again from the one it holds. FINAL is not
-// needed: requests are counted by audit ID.
+// futureSQL groups the watches and lists made from {from} on from a
+// resourceVersion above {after} by client, resource and requested
+// resourceVersion: a stuck reflector asks again and again from the one it
+// holds. last is when its last request ended (or was last seen). FINAL
+// is not needed: requests are counted by audit ID.
 const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
        uniqExact(audit_id) AS n,
        min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS first,
@@ -44,6 +46,7 @@ const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) 
        max(code) AS max_code
 FROM audit_events
 WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {after:UInt64}
+  AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {from:DateTime64(6, 'UTC')}
 GROUP BY user, user_agent, source_ip, resource, req_rv
 ORDER BY first, user, ip, resource, rv`
 
@@ -67,9 +70,9 @@ type futureRow struct {
 	Code      int32  `json:"max_code"`
 }
 
-// aftermathSQL lists, one row per request, the 409 conflicts on updates
-// and patches, the relists (lists and watch-lists) and the controllers'
-// churn of a range ({since}, {until}): kind says which. Churn is what a
+// aftermathSQL lists, one row per request made in the range, the 409 conflicts on updates
+// and patches, the relists (lists and watch-lists; not the apiserver's
+// own informers starting) and the controllers' churn of a range ({since}, {until}): kind says which. Churn is what a
 // controller acting on a stale cache does: a delete (done, or 404: the
 // object existed only after the snapshot) of an object not created
 // earlier in the window ({w_since}; a controller deleting what it just
@@ -82,8 +85,9 @@ const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
                       'churn') AS kind
     FROM audit_events
     WHERE %WINDOW% AND cluster = {cluster:String} AND stage = 'ResponseComplete'
+      AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {since:DateTime64(6, 'UTC')}
       AND ((verb IN ('update', 'patch') AND code = 409)
-        OR verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan')
+        OR ((verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan')) AND user != 'system:apiserver')
         OR (verb IN ('create', 'delete') AND subresource = '' AND name != '' AND resource NOT IN ` + notChurn + `
             AND arrayExists(p -> startsWith(user, p), {churn_by:Array(String)})
             AND ((verb = 'delete' AND ((code >= 200 AND code < 300) OR code = 404)
@@ -177,7 +181,10 @@ func (d *RVRollback) firstLower(ctx context.Context, q Querier, w Window, cluste
 }
 
 // rollbackFinding builds the finding of a drop: rb holds its head
-// events; the window's requests after it are its consequences.
+// events; the window's requests after it are its consequences. They
+// begin at the restart, which is between the head-before and head-after
+// events: kubelets' first Lease updates got 409 and clients watched from
+// the future before any write showed the lower head.
 func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, cluster string, rb *rollbackState, dr *drop) (Finding, error) {
 	f := Finding{
 		ID:       FindingID(RVRollbackName, cluster, fmtRV(rb.BeforeRV), fmtRV(rb.AfterRV)),
@@ -187,32 +194,52 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 	}
 	f.Evidence = append(f.Evidence, rb.Before, rb.After)
 	dropAt := rb.After.Time
+	from := dropAt.Add(-d.cfg.Bucket)
+	if b := rb.Before.Time; b.Before(dropAt) && b.After(dropAt.Add(-d.cfg.Aftermath)) {
+		from = b
+	}
 
-	// Clients in the future: from the drop for as long as they stay.
-	if fw, ok := within(w, cluster, dropAt, dr.CaughtUp); ok {
-		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV)}
+	// Clients in the future, for as long as the head stays below what they
+	// ask for.
+	if fw, ok := within(w, cluster, from, time.Time{}); ok {
+		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV), "from": timeParam(from)}
+		stuck := map[string]*stuckAcc{}
+		groups := 0
 		err := selectRows(ctx, q, "watches from the future", strings.Replace(futureSQL, "%WINDOW%", windowParams(fw, p), 1), p,
 			func(r futureRow) error {
 				rv, err := strconv.ParseUint(r.RV, 10, 64)
-				if err != nil || rv <= max(dr.headAt(micros(r.First)), rb.AfterRV) {
+				first := micros(r.First)
+				if err != nil || rv <= dr.headAt(first) || !dr.CaughtUp.IsZero() && !first.Before(dr.CaughtUp) {
 					return nil
 				}
-				e := Evidence{AuditID: r.FirstID, Stage: r.FirstSt, Time: micros(r.First), Verb: r.FirstVerb, Resource: r.Resource,
-					Namespace: r.Namespace, User: r.User, RequestURI: r.FirstURI, Code: r.Code, Role: RoleFutureWatch, ResourceVersion: r.RV}
-				f.Evidence = append(f.Evidence, e)
-				if r.LastID != r.FirstID {
-					e.AuditID, e.Stage, e.Time, e.Verb, e.RequestURI = r.LastID, "", micros(r.Last), r.LastVerb, r.LastURI
-					f.Evidence = append(f.Evidence, e)
+				until := micros(r.Last)
+				if passed, ok := dr.passed(rv); ok && passed.Before(until) {
+					until = passed
+				}
+				prog := clientName(r.User)
+				a := stuck[prog]
+				if a == nil {
+					a = &stuckAcc{c: StuckClient{Program: prog, From: first, Until: until}, inst: map[string]bool{}, res: map[string]bool{}}
+					stuck[prog] = a
+				}
+				a.add(r.User+"\x00"+r.SourceIP, r.Resource, rv, first, until)
+				if groups++; groups <= maxPerRole {
+					f.Evidence = append(f.Evidence, Evidence{AuditID: r.FirstID, Stage: r.FirstSt, Time: first, Verb: r.FirstVerb,
+						Resource: r.Resource, Namespace: r.Namespace, User: r.User, RequestURI: r.FirstURI, Code: r.Code,
+						Role: RoleFutureWatch, ResourceVersion: r.RV})
 				}
 				return nil
 			})
 		if err != nil {
 			return f, err
 		}
+		for _, k := range sortedKeys(stuck) {
+			f.Subjects.Stuck = append(f.Subjects.Stuck, stuck[k].client())
+		}
 	}
 
 	// 409s, relists and churn in the aftermath.
-	if aw, ok := within(w, cluster, dropAt, dropAt.Add(d.cfg.Aftermath)); ok {
+	if aw, ok := within(w, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
 		p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam(d.cfg.ChurnBy),
 			"w_since": timeParam(w.Since), "drop": timeParam(dropAt)}
 		err := selectRows(ctx, q, "the drop's aftermath", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
@@ -243,6 +270,59 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 	return f, nil
 }
 
+// stuckAcc gathers one program's requests from the future.
+type stuckAcc struct {
+	c        StuckClient
+	inst     map[string]bool
+	res      map[string]bool
+	min, max uint64
+}
+
+func (a *stuckAcc) add(instance, resource string, rv uint64, from, until time.Time) {
+	a.inst[instance] = true
+	a.res[resource] = true
+	if a.min == 0 || rv < a.min {
+		a.min = rv
+	}
+	a.max = max(a.max, rv)
+	a.c.From = minTime(a.c.From, from)
+	a.c.Until = maxTime(a.c.Until, until)
+}
+
+func (a *stuckAcc) client() StuckClient {
+	c := a.c
+	c.Instances, c.Resources = len(a.inst), sortedKeys(a.res)
+	c.MinRV, c.MaxRV = fmtRV(a.min), fmtRV(a.max)
+	return c
+}
+
+// mergeStuck combines the stuck clients two evaluations saw, by program.
+func mergeStuck(a, b []StuckClient) []StuckClient {
+	by := map[string]StuckClient{}
+	for _, c := range append(slices.Clone(a), b...) {
+		o, ok := by[c.Program]
+		if !ok {
+			by[c.Program] = c
+			continue
+		}
+		o.Instances = max(o.Instances, c.Instances)
+		o.Resources = mergeStrings(o.Resources, c.Resources)
+		if x, ok := compareRV(c.MinRV, o.MinRV); ok && x < 0 {
+			o.MinRV = c.MinRV
+		}
+		if x, ok := compareRV(c.MaxRV, o.MaxRV); ok && x > 0 {
+			o.MaxRV = c.MaxRV
+		}
+		o.From, o.Until = minTime(o.From, c.From), maxTime(o.Until, c.Until)
+		by[c.Program] = o
+	}
+	out := make([]StuckClient, 0, len(by))
+	for _, k := range sortedKeys(by) {
+		out = append(out, by[k])
+	}
+	return out
+}
+
 // restoreFinding builds the info finding of a jump whose relist herd
 // makes it a restore with --bump-revision; ok is false when too few
 // clients relisted.
@@ -264,7 +344,9 @@ func (d *RVRollback) restoreFinding(ctx context.Context, q Querier, w Window, cl
 	err := selectRows(ctx, q, "relists after the jump", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
 		func(r aftermathRow) error {
 			if r.Kind == "relist" {
-				f.Evidence = append(f.Evidence, r.evidence(RoleRelist, r.ReqRV))
+				if f.Subjects.Relists++; f.Subjects.Relists <= maxPerRole {
+					f.Evidence = append(f.Evidence, r.evidence(RoleRelist, r.ReqRV))
+				}
 				clients[r.User+"\x00"+r.UserAgent+"\x00"+r.SourceIP] = true
 			}
 			return nil
@@ -277,37 +359,25 @@ func (d *RVRollback) restoreFinding(ctx context.Context, q Querier, w Window, cl
 	return f, true, nil
 }
 
-// Merge implements Merger: evidence and objects are the union, the
-// counts come from the merged evidence (a window that saw only part of
-// the aftermath does not lower them).
+// Merge implements Merger: evidence, objects and stuck clients are the
+// union, the counts the higher of both (each evaluation counts the whole
+// aftermath its window holds).
 func (d *RVRollback) Merge(prev, next Finding) Finding {
 	f := Merge(prev, next, d.cfg.MaxEvidence)
 	f.normalize()
-	conflicts, relists := f.Subjects.Conflicts, f.Subjects.Relists
-	d.describe(&f)
-	f.Subjects.Conflicts = max(f.Subjects.Conflicts, conflicts, prev.Subjects.Conflicts, next.Subjects.Conflicts)
-	f.Subjects.Relists = max(f.Subjects.Relists, relists, prev.Subjects.Relists, next.Subjects.Relists)
+	f.Subjects.Conflicts = max(prev.Subjects.Conflicts, next.Subjects.Conflicts)
+	f.Subjects.Relists = max(prev.Subjects.Relists, next.Subjects.Relists)
+	f.Subjects.Stuck = mergeStuck(prev.Subjects.Stuck, next.Subjects.Stuck)
 	d.describe(&f)
 	return f
 }
 
-// stuckClient is one program's requests from the future.
-type stuckClient struct {
-	program     string
-	users       map[string]bool
-	resources   map[string]bool
-	first, last time.Time
-	min, max    uint64
-}
-
-// describe sets the counts, times, severity, confidence and text of a
-// finding from its subjects and evidence. Counts already set higher (by
-// Merge, from windows whose evidence was thinned) are kept.
+// describe sets the times, severity, confidence and text of a finding
+// from its subjects and evidence.
 func (d *RVRollback) describe(f *Finding) {
 	s := &f.Subjects
 	var before, after *Evidence
-	stuck := map[string]*stuckClient{}
-	var conflicts, relists, creates, deletes, futureConflicts int
+	var creates, deletes, futureConflicts int
 	relisters := map[string]bool{}
 	afterRV, _ := strconv.ParseUint(s.ResourceVersion, 10, 64)
 	beforeRV, _ := strconv.ParseUint(s.PreviousResourceVersion, 10, 64)
@@ -318,30 +388,11 @@ func (d *RVRollback) describe(f *Finding) {
 			before = e
 		case RoleHeadAfter:
 			after = e
-		case RoleFutureWatch:
-			prog := clientName(e.User)
-			c := stuck[prog]
-			if c == nil {
-				c = &stuckClient{program: prog, users: map[string]bool{}, resources: map[string]bool{}, first: e.Time}
-				stuck[prog] = c
-			}
-			c.users[e.User] = true
-			c.resources[e.Resource] = true
-			c.first = minTime(c.first, e.Time)
-			c.last = maxTime(c.last, e.Time)
-			if rv, err := strconv.ParseUint(e.ResourceVersion, 10, 64); err == nil {
-				if c.min == 0 || rv < c.min {
-					c.min = rv
-				}
-				c.max = max(c.max, rv)
-			}
 		case RoleConflict:
-			conflicts++
 			if rv, err := strconv.ParseUint(e.ResourceVersion, 10, 64); err == nil && rv > afterRV {
 				futureConflicts++
 			}
 		case RoleRelist:
-			relists++
 			relisters[e.User] = true
 		case RoleChurn:
 			if e.Verb == "delete" {
@@ -354,25 +405,25 @@ func (d *RVRollback) describe(f *Finding) {
 	if before == nil || after == nil {
 		return
 	}
-	s.Conflicts, s.Relists = max(s.Conflicts, conflicts), max(s.Relists, relists)
-	f.FirstSeen = after.Time
-	f.LastSeen = after.Time
+	f.FirstSeen, f.LastSeen = after.Time, after.Time
 	for _, e := range f.Evidence {
+		if e.Role != RoleHeadBefore {
+			f.FirstSeen = minTime(f.FirstSeen, e.Time)
+		}
 		f.LastSeen = maxTime(f.LastSeen, e.Time)
 	}
-
+	for _, c := range s.Stuck {
+		f.LastSeen = maxTime(f.LastSeen, c.Until)
+	}
 	if afterRV > beforeRV {
 		d.describeRestore(f, before, after, len(relisters))
 		return
 	}
-	clients := make([]*stuckClient, 0, len(stuck))
-	for _, k := range sortedKeys(stuck) {
-		clients = append(clients, stuck[k])
-	}
+
 	f.Severity, f.Confidence = Warning, 0.6
-	if len(clients) > 0 || futureConflicts > 0 {
+	if len(s.Stuck) > 0 || futureConflicts > 0 {
 		f.Severity, f.Confidence = Critical, 0.8
-		if len(clients) > 0 && futureConflicts > 0 {
+		if len(s.Stuck) > 0 && futureConflicts > 0 {
 			f.Confidence = 0.9
 		}
 		if beforeRV-afterRV >= 10*d.cfg.MinDrop {
@@ -384,42 +435,42 @@ func (d *RVRollback) describe(f *Finding) {
 		s.PreviousResourceVersion, s.ResourceVersion)
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "The highest resourceVersion the cluster showed was %s (%s %s by %s at %s); from %s writes returned "+
-		"resourceVersions %d revisions lower, starting at %s (%s %s by %s), and stayed below it. resourceVersions are etcd "+
-		"revisions, which only grow: etcd was restored from a snapshot without --bump-revision and hands out again the "+
-		"revisions it had handed out since. ",
-		s.PreviousResourceVersion, before.Verb, evidenceTarget(*before), before.User, before.Time.Format(time.RFC3339),
+	fmt.Fprintf(&b, "The highest resourceVersion the cluster's writes showed was %s", s.PreviousResourceVersion)
+	if before.AuditID != "" {
+		fmt.Fprintf(&b, " (%s %s by %s at %s)", before.Verb, evidenceTarget(*before), before.User, before.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "; from %s writes showed resourceVersions at least %d lower, starting at %s (%s %s by %s), and stayed "+
+		"below it. resourceVersions are etcd revisions, which only grow: etcd was restored from a snapshot without "+
+		"--bump-revision and hands out again the revisions it had handed out since. ",
 		after.Time.Format(time.RFC3339), beforeRV-afterRV, s.ResourceVersion, after.Verb, evidenceTarget(*after), after.User)
-	if len(clients) > 0 {
-		b.WriteString("Clients kept watching or listing from resourceVersions above the new head, so they saw nothing of " +
-			"what changed until the head passed them: ")
-		for i, c := range clients {
+	if len(s.Stuck) > 0 {
+		b.WriteString("Clients watched or listed from resourceVersions above the new head, accepted and silent until the " +
+			"head passed them: ")
+		for i, c := range s.Stuck {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			fmt.Fprintf(&b, "%s", c.program)
-			if len(c.users) > 1 {
-				fmt.Fprintf(&b, " (%d clients)", len(c.users))
+			b.WriteString(c.Program)
+			if c.Instances > 1 {
+				fmt.Fprintf(&b, " (%d instances)", c.Instances)
 			}
-			fmt.Fprintf(&b, " on %s from %s", strings.Join(sortedKeys(c.resources), ", "), fmtRV(c.min))
-			if c.max != c.min {
-				fmt.Fprintf(&b, "–%s", fmtRV(c.max))
+			fmt.Fprintf(&b, " on %s from %s", strings.Join(c.Resources, ", "), c.MinRV)
+			if c.MaxRV != c.MinRV {
+				fmt.Fprintf(&b, "–%s", c.MaxRV)
 			}
-			fmt.Fprintf(&b, ", %s to %s", c.first.Format(time.RFC3339), c.last.Format(time.RFC3339))
-			if dur := c.last.Sub(c.first); dur >= time.Second {
-				fmt.Fprintf(&b, " (%s)", dur.Round(time.Second))
-			}
+			fmt.Fprintf(&b, ", %s to %s (%s)", c.From.Format(time.RFC3339), c.Until.Format(time.RFC3339), c.Until.Sub(c.From).Round(time.Second))
 		}
 		b.WriteString(". ")
 	} else {
 		b.WriteString("No client was seen watching from above the new head: every client restarted, or the audit policy " +
 			"hides their watches. ")
 	}
-	fmt.Fprintf(&b, "Within %s of the drop: %d updates answered 409 Conflict", d.cfg.Aftermath, s.Conflicts)
+	fmt.Fprintf(&b, "From the restart to %s after the drop: %d updates answered 409 Conflict", d.cfg.Aftermath, s.Conflicts)
 	if futureConflicts > 0 {
-		fmt.Fprintf(&b, " (%d of them carrying a resourceVersion above the new head)", futureConflicts)
+		fmt.Fprintf(&b, " (%d carrying a resourceVersion above the new head, as kubelets' Lease updates do)", futureConflicts)
 	}
-	fmt.Fprintf(&b, ", %d relists by %d users, and controllers created %d and deleted %d objects", s.Relists, len(relisters), creates, deletes)
+	fmt.Fprintf(&b, ", %d relists by %d users, and controllers deleted %d objects they did not create and created %d that "+
+		"existed before the drop", s.Relists, len(relisters), deletes, creates)
 	if len(f.Objects) > 0 {
 		names := make([]string, 0, min(len(f.Objects), 8))
 		for _, o := range f.Objects[:min(len(f.Objects), 8)] {
@@ -431,16 +482,16 @@ func (d *RVRollback) describe(f *Finding) {
 		}
 		b.WriteString(")")
 	}
-	b.WriteString(". Objects created after the snapshot are gone, and controllers acting on stale caches may have deleted " +
-		"or re-created what they thought was stale.")
+	b.WriteString(". Objects written after the snapshot are gone, and controllers acting on stale caches delete or " +
+		"re-create what they think is stale.")
 	f.Summary = b.String()
 	f.Remediation = fmt.Sprintf("Restore etcd again the documented way: `etcdutl snapshot restore SNAPSHOT --bump-revision N "+
 		"--mark-compacted` with N larger than the revisions handed out since the snapshot (at least %d here; a large margin such "+
-		"as 1000000000 is usual), then restart every kube-apiserver. Marking the old revisions compacted makes every client's "+
-		"watch fail with 410 Gone and relist. Until then restart, or force to relist, the clients stuck in the future: "+
+		"as 1000000000 is usual), then restart every kube-apiserver: marking the old revisions compacted makes every client's "+
+		"watch fail with 410 Gone and relist. Until then restart, or force to relist, the clients stuck in the future — "+
 		"kube-controller-manager, kube-scheduler, kube-proxy on every node, the kubelets and CNI agents such as Calico "+
-		"(calico-node; re-initialise kube-proxy if Services still have no rules). Check Deployments' revisions "+
-		"(`kubectl rollout history`) against what etcd now holds, and re-create the objects written after the snapshot.",
+		"(re-initialise kube-proxy if Services still have no rules). Check Deployments' revisions (`kubectl rollout "+
+		"history`) against what etcd now holds, and re-create the objects written after the snapshot.",
 		beforeRV-afterRV)
 }
 
