@@ -38,6 +38,9 @@ var scenarioCases = map[string]struct {
 	loopUser, loopRV   string
 	loopObjects        []string
 	regressionUser     string // the only regressing client, when there is one
+	// rollbacks and restores count the etcd restores without and with
+	// --bump-revision (rv-rollback's critical and info findings).
+	rollbacks, restores int
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -82,6 +85,19 @@ var scenarioCases = map[string]struct {
 	"heartbeat-scale-down":             {},
 	"heartbeat-feed-silent":            {},
 	"heartbeat-quiet-slow-status":      {},
+	// etcd restores and their look-alikes (internal/scenario/rollback.go):
+	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
+	// critical findings, restores: restores with --bump-revision).
+	"etcd-restore":               {rollbacks: 1},
+	"etcd-restore-metadata":      {rollbacks: 1},
+	"etcd-restore-ha":            {rollbacks: 1},
+	"etcd-restore-bump":          {restores: 1},
+	"etcd-restore-bump-metadata": {restores: 1},
+	"apiserver-restart":          {},
+	"ha-lagging-cache":           {},
+	"new-cluster":                {},
+	"idle-cluster":               {},
+	"future-rv-client":           {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the

@@ -79,6 +79,8 @@ type Want struct {
 	// HeartbeatWaves are the waves of node heartbeat loss (seed 004), and
 	// the silences of the whole audit feed that look like one (FeedGap).
 	HeartbeatWaves []HeartbeatWave
+	// Restores are the etcd restores (see Restore).
+	Restores []Restore
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.
