@@ -38,6 +38,9 @@ var scenarioCases = map[string]struct {
 	loopUser, loopRV   string
 	loopObjects        []string
 	regressionUser     string // the only regressing client, when there is one
+	// relistLoops and relistHerds count the relist-loop and relist-herd
+	// findings (relist_test.go holds the detectors to them).
+	relistLoops, relistHerds int
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -69,6 +72,11 @@ var scenarioCases = map[string]struct {
 	"modern-user-recreates": {},
 	"janitor-idle":          {},
 	"watch-list-relists":    {},
+	// Relist loops and herds (internal/scenario/relist.go).
+	"relist-loop":            {relistLoops: 2},
+	"relist-loop-watch-list": {relistLoops: 2},
+	"relist-herd-kubelets":   {relistHerds: 2},
+	"relist-controls":        {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the

@@ -76,6 +76,10 @@ type Want struct {
 	// Regressions are the watches that resumed from a resourceVersion
 	// lower than one the same reflector had used since its last list.
 	Regressions []Regression
+	// RelistLoops and RelistHerds are the clients stuck relisting and the
+	// many clients relisting at once (see relist.go).
+	RelistLoops []RelistLoop
+	RelistHerds []RelistHerd
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.
