@@ -127,35 +127,24 @@ const herdClientSQL = `cityHash64(user, ` + refl.ProgramSQL + `, source_ip, ` + 
 const herdStartSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
 
 // herdCountsSQL counts, for each resource, the distinct clients that
-// relisted it in each 60 s window starting every 30 s: each request counts
-// in the two windows that hold its 30 s step.
-const herdCountsSQL = `SELECT cluster, api_group, resource, win, uniqExact(r_client) AS clients
-FROM (
-    SELECT cluster, api_group, resource, ` + herdClientSQL + ` AS r_client,
-           intDiv(` + herdStartSQL + `, 30000000) * 30 AS r_step
-    FROM audit_events
-    WHERE %WINDOW% AND ` + relistSQL + `%RESOURCES%
-)
-ARRAY JOIN [r_step, r_step - 30] AS win
-GROUP BY cluster, api_group, resource, win
-HAVING clients >= {min_clients:UInt32}
-ORDER BY cluster, api_group, resource, win`
-
-// herdWindowsSQL counts the 60 s windows each resource was relisted in at
-// all, with their clients, for the median; the cluster's span is the rest.
-const herdWindowsSQL = `SELECT cluster, api_group, resource, groupArray(clients) AS counts
+// relisted it in each 60 s window starting every 30 s (each request counts
+// in the two windows that hold its 30 s step), and keeps the resources
+// with a window of at least min_clients: their windows' counts, for the
+// median, and the windows themselves.
+const herdCountsSQL = `SELECT cluster, api_group, resource, groupArray(win) AS wins, groupArray(clients) AS counts
 FROM (
     SELECT cluster, api_group, resource, win, uniqExact(r_client) AS clients
     FROM (
         SELECT cluster, api_group, resource, ` + herdClientSQL + ` AS r_client,
                intDiv(` + herdStartSQL + `, 30000000) * 30 AS r_step
         FROM audit_events
-        WHERE %WINDOW% AND ` + relistSQL + ` AND concat(cluster, '/', api_group, '/', resource) IN {suspects:Array(String)}
+        WHERE %WINDOW% AND ` + relistSQL + `%RESOURCES%
     )
     ARRAY JOIN [r_step, r_step - 30] AS win
     GROUP BY cluster, api_group, resource, win
 )
-GROUP BY cluster, api_group, resource`
+GROUP BY cluster, api_group, resource
+HAVING max(clients) >= {min_clients:UInt32}`
 
 const clusterSpanSQL = `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
 FROM audit_events WHERE %WINDOW% GROUP BY cluster`
@@ -233,38 +222,24 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 	expand := func(sql string) string {
 		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
 	}
-	// Windows with enough clients: the candidates.
-	type winCount struct {
+	// The resources with a window of enough clients, with all their
+	// windows.
+	type resourceCounts struct {
 		herdKey
-		Win     int64 `json:"win"`
-		Clients int   `json:"clients"`
+		Wins   []int64 `json:"wins"`
+		Counts []int   `json:"counts"`
 	}
-	cands := map[herdKey][]winCount{}
-	err := selectRows(ctx, q, "relists by resource and minute", expand(herdCountsSQL), p, func(r winCount) error {
-		cands[r.herdKey] = append(cands[r.herdKey], r)
+	var cands []resourceCounts
+	err := selectRows(ctx, q, "relists by resource and minute", expand(herdCountsSQL), p, func(r resourceCounts) error {
+		cands = append(cands, r)
 		return nil
 	})
 	if err != nil || len(cands) == 0 {
 		return nil, err
 	}
-	// The usual number of clients relisting each candidate resource.
-	var tuples []string
-	for k := range cands {
-		tuples = append(tuples, k.Cluster+"/"+k.APIGroup+"/"+k.Resource)
-	}
-	slices.Sort(tuples)
-	p["suspects"] = arrayParam(tuples)
-	counts := map[herdKey][]int{}
-	err = selectRows(ctx, q, "relists by resource", expand(herdWindowsSQL), p, func(r struct {
-		herdKey
-		Counts []int `json:"counts"`
-	}) error {
-		counts[r.herdKey] = r.Counts
-		return nil
+	slices.SortFunc(cands, func(a, b resourceCounts) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.APIGroup, b.APIGroup), cmp.Compare(a.Resource, b.Resource))
 	})
-	if err != nil {
-		return nil, err
-	}
 	spans := map[string][2]int64{}
 	err = selectRows(ctx, q, "the clusters' spans", expand(clusterSpanSQL), p, func(r struct {
 		Cluster string `json:"cluster"`
@@ -279,23 +254,29 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 	}
 
 	var runs []*herdRun
-	for _, k := range sortedHerdKeys(cands) {
-		sp := spans[k.Cluster]
+	for _, rc := range cands {
+		sp := spans[rc.Cluster]
 		// 60 s windows starting every 30 s that lie in the span.
 		n := int((sp[1]/1e6)/30-(sp[0]/1e6)/30) + 2
-		base := median(counts[k], n)
+		base := median(rc.Counts, n)
+		order := make([]int, len(rc.Wins))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(rc.Wins[a], rc.Wins[b]) })
 		var cur *herdRun
-		for _, c := range cands[k] {
-			if float64(c.Clients) < d.cfg.Factor*max(base, 1) {
+		for _, i := range order {
+			clients := rc.Counts[i]
+			if clients < d.cfg.MinClients || float64(clients) < d.cfg.Factor*max(base, 1) {
 				continue
 			}
-			from := time.Unix(c.Win, 0).UTC()
+			from := time.Unix(rc.Wins[i], 0).UTC()
 			if cur != nil && !from.After(cur.to) {
 				cur.to = from.Add(2 * herdStep)
-				cur.peak = max(cur.peak, c.Clients)
+				cur.peak = max(cur.peak, clients)
 				continue
 			}
-			cur = &herdRun{herdKey: k, from: from, to: from.Add(2 * herdStep), peak: c.Clients, baseline: base}
+			cur = &herdRun{herdKey: rc.herdKey, from: from, to: from.Add(2 * herdStep), peak: clients, baseline: base}
 			runs = append(runs, cur)
 		}
 	}
@@ -350,17 +331,6 @@ func median(counts []int, n int) float64 {
 		return float64(v[len(v)/2])
 	}
 	return float64(v[len(v)/2-1]+v[len(v)/2]) / 2
-}
-
-func sortedHerdKeys[V any](m map[herdKey]V) []herdKey {
-	keys := make([]herdKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b herdKey) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.APIGroup, b.APIGroup), cmp.Compare(a.Resource, b.Resource))
-	})
-	return keys
 }
 
 func minTime(a, b time.Time) time.Time {
