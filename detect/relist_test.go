@@ -1,6 +1,9 @@
 package detect_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -122,5 +125,43 @@ func checkRelistHerds(t *testing.T, want []scenario.RelistHerd, got []detect.Fin
 		if !f.FirstSeen.Equal(w.At.Truncate(time.Microsecond)) || f.Severity != detect.Warning || f.Subjects.PartOf != "" {
 			t.Errorf("herd on %s: first seen %s (want %s), severity %s, part of %q", w.Resource, f.FirstSeen, w.At, f.Severity, f.Subjects.PartOf)
 		}
+	}
+}
+
+// TestRelistGolden pins the findings' text: the relist loops and the
+// kubelet herd of the generated scenarios (compressed scale, seed 1), as
+// `scan --format json` prints them.
+func TestRelistGolden(t *testing.T) {
+	st := engine(t)
+	for _, name := range []string{"relist-loop", "relist-herd-kubelets"} {
+		t.Run(name, func(t *testing.T) {
+			sc, _ := scenario.ByName(name)
+			tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+			cluster := "golden-" + name
+			w := span(importTrace(t, st, tr, cluster), cluster)
+			var all []detect.Finding
+			for _, d := range []detect.Detector{detect.NewRelistLoop(detect.RelistLoopConfig{}), detect.NewRelistHerd(detect.RelistHerdConfig{})} {
+				all = append(all, evaluate(t, d, st, w)...)
+			}
+			detect.SortFindings(all)
+			var buf bytes.Buffer
+			if err := detect.Render(&buf, "json", all); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".golden.json")
+			if updating() {
+				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+			}
+		})
 	}
 }

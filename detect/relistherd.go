@@ -553,14 +553,19 @@ func (d *RelistHerd) describe(f *Finding, fig herdFigures) {
 
 	var progs []string
 	for _, p := range sortedKeys(byProgram) {
-		progs = append(progs, fmt.Sprintf("%d %s", byProgram[p], p))
+		if n := byProgram[p]; p == "kubelet" {
+			progs = append(progs, fmt.Sprintf("%d %s", n, plural(n, "kubelet", "kubelets")))
+		} else {
+			progs = append(progs, fmt.Sprintf("%d as %s", n, p))
+		}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Between %s and %s, %d distinct clients relisted %s (a full list, or a watch-list): %s. ",
 		f.FirstSeen.Format(time.RFC3339), f.LastSeen.Format(time.RFC3339), clients, s.Resource, strings.Join(progs, ", "))
-	fmt.Fprintf(&b, "Usually %s clients relist %s in a minute in this cluster", strconv.FormatFloat(fig.Baseline, 'f', -1, 64), s.Resource)
+	fmt.Fprintf(&b, "The usual number of clients relisting %s in a minute in this cluster is %s", s.Resource,
+		strconv.FormatFloat(fig.Baseline, 'f', -1, 64))
 	if fig.Peak > 0 {
-		fmt.Fprintf(&b, "; at the peak %d did", fig.Peak)
+		fmt.Fprintf(&b, "; at the peak, %d relisted within one minute", fig.Peak)
 	}
 	b.WriteString(". Clients relist together when they all lose their watches at once and the resourceVersion they " +
 		"resume from is no longer served (410 Expired): an apiserver restart or failover, a load balancer dropping " +

@@ -97,7 +97,7 @@ func (d *RelistLoop) describe(f *Finding, st loopStats) {
 	// to 0.95.
 	f.Confidence = round2(min(0.7+0.05*float64(max(s.Iterations-d.cfg.MinTurns, 0)), 0.95))
 
-	f.Title = fmt.Sprintf("%s relists %s over and over: %d watches ended within seconds, each followed by a full list",
+	f.Title = fmt.Sprintf("%s relists %s over and over: %d watches ended within seconds, each followed by a relist",
 		prog, s.Resource, s.Iterations)
 
 	var b strings.Builder
