@@ -41,6 +41,9 @@ var scenarioCases = map[string]struct {
 	// rollbacks and restores count the etcd restores without and with
 	// --bump-revision (rv-rollback's critical and info findings).
 	rollbacks, restores int
+	// relistLoops and relistHerds count the relist-loop and relist-herd
+	// findings (relist_test.go holds the detectors to them).
+	relistLoops, relistHerds int
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -98,6 +101,11 @@ var scenarioCases = map[string]struct {
 	"new-cluster":                {},
 	"idle-cluster":               {},
 	"future-rv-client":           {},
+	// Relist loops and herds (internal/scenario/relist.go).
+	"relist-loop":            {relistLoops: 2},
+	"relist-loop-watch-list": {relistLoops: 2},
+	"relist-herd-kubelets":   {relistHerds: 2},
+	"relist-controls":        {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the

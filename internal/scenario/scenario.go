@@ -81,6 +81,10 @@ type Want struct {
 	HeartbeatWaves []HeartbeatWave
 	// Restores are the etcd restores (see Restore).
 	Restores []Restore
+	// RelistLoops and RelistHerds are the clients stuck relisting and the
+	// many clients relisting at once (see relist.go).
+	RelistLoops []RelistLoop
+	RelistHerds []RelistHerd
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.
