@@ -1,0 +1,759 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Fake kubelets: each plays the part of a kubelet the apiserver sees (what a
+// node's kubelet sends, not what it does on the node). It registers its
+// Node, creates its Lease in kube-node-lease and renews it every 10 s the
+// way the kubelet's lease controller does (PUT with the resourceVersion it
+// holds; on 409 Conflict a GET and another PUT), posts node status now and
+// then, keeps an informer on its own Node and on the Pods bound to it, marks
+// those Pods Running and finishes deleting the ones the cluster deletes.
+//
+// A kubelet can be cut off from the apiserver (stop) and reconnected
+// (resume): while cut off it sends nothing, as the seed-004 kubelets whose
+// one HTTP/2 connection hung behind a load balancer; on reconnect it renews
+// its Lease, posts its status and relists (see session).
+
+// kubeletIDs are the fake kubelets' identities: system:node:<name> in group
+// system:nodes, with the user agent of a real 1.37.2 kubelet, each
+// connecting from its own loopback address as nodes do from their own
+// hosts. The apiserver authorizes with RBAC alone (no Node authorizer),
+// whose bootstrap policy grants the group system:nodes nothing since 1.8,
+// so they are in system:masters too.
+var kubeletIDs = func() []identity {
+	var out []identity
+	for i := 1; i <= 10; i++ {
+		name := fmt.Sprintf("worker-%02d", i)
+		out = append(out, identity{token: name + "-token", user: "system:node:" + name, uid: "uid-" + name,
+			groups:    []string{"system:nodes", "system:masters"},
+			userAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/unknown", sourceIP: fmt.Sprintf("127.0.2.%d", i)})
+	}
+	return out
+}()
+
+// nodeName is the Node a kubelet identity stands for.
+func nodeName(id identity) string { return id.user[len("system:node:"):] }
+
+// kubeletConfig is how a fleet of kubelets behaves.
+type kubeletConfig struct {
+	// LeaseDuration is the Lease's spec.leaseDurationSeconds (kubelet
+	// default 40 s); the Lease is renewed every quarter of it (10 s), with
+	// the lease controller's 4 % jitter.
+	LeaseDuration time.Duration
+	// StatusMin, StatusMax bound the interval at which each kubelet posts
+	// its node status; each kubelet draws its own interval from them.
+	// (A 1.37 kubelet posts status every 10 s when it changes and at least
+	// every 5 min; with nothing changing, a real fleet posts at intervals
+	// anywhere in that range.)
+	StatusMin, StatusMax time.Duration
+	// WatchMin is client-go's minimum watch timeout (5 min): each watch
+	// asks for a random timeout between it and twice it.
+	WatchMin time.Duration
+	// Seed seeds the kubelets' random draws (status intervals, jitter).
+	Seed uint64
+}
+
+func (c kubeletConfig) withDefaults() kubeletConfig {
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = 40 * time.Second
+	}
+	if c.StatusMin == 0 {
+		c.StatusMin, c.StatusMax = 20*time.Second, 60*time.Second
+	}
+	if c.WatchMin == 0 {
+		c.WatchMin = 5 * time.Minute
+	}
+	if c.Seed == 0 {
+		c.Seed = uint64(time.Now().UnixNano())
+	}
+	return c
+}
+
+// fleet is a set of fake kubelets running for one scenario.
+type fleet struct {
+	d        *driver
+	cfg      kubeletConfig
+	kubelets []*kubelet
+}
+
+// startKubelets starts a kubelet for each identity; each registers its Node
+// and Lease at once. waitReady waits until all have.
+func startKubelets(d *driver, ids []identity, cfg kubeletConfig) *fleet {
+	cfg = cfg.withDefaults()
+	f := &fleet{d: d, cfg: cfg}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
+	for _, id := range ids {
+		k := &kubelet{d: d, a: d.c.actor(id), name: nodeName(id), cfg: cfg,
+			statusEvery: cfg.StatusMin + time.Duration(rng.Int64N(int64(cfg.StatusMax-cfg.StatusMin)+1)),
+			rng:         rand.New(rand.NewPCG(cfg.Seed, rng.Uint64())),
+			up:          true, registered: make(chan struct{}), wake: make(chan struct{})}
+		k.conn, k.cut = context.WithCancel(d.ctx)
+		f.kubelets = append(f.kubelets, k)
+		d.background(id.user, k.run)
+	}
+	return f
+}
+
+func (f *fleet) names() []string {
+	var out []string
+	for _, k := range f.kubelets {
+		out = append(out, k.name)
+	}
+	return out
+}
+
+func (f *fleet) get(name string) *kubelet {
+	for _, k := range f.kubelets {
+		if k.name == name {
+			return k
+		}
+	}
+	f.d.t.Fatalf("no kubelet of node %s", name)
+	return nil
+}
+
+// waitRegistered waits until every kubelet has registered its Node and
+// Lease and posted a Ready status.
+func (f *fleet) waitRegistered(timeout time.Duration) {
+	f.d.t.Helper()
+	deadline := time.After(timeout)
+	for _, k := range f.kubelets {
+		select {
+		case <-k.registered:
+		case <-deadline:
+			f.d.t.Fatalf("kubelet %s did not register within %s", k.name, timeout)
+		case <-f.d.ctx.Done():
+			return
+		}
+	}
+}
+
+// stop cuts the named kubelets off the apiserver, all at the same moment.
+func (f *fleet) stop(names ...string) {
+	for _, n := range names {
+		f.get(n).stop()
+	}
+}
+
+// resume reconnects the named kubelets, all at the same moment.
+func (f *fleet) resume(names ...string) {
+	for _, n := range names {
+		f.get(n).resume()
+	}
+}
+
+func (f *fleet) stopAll()   { f.stop(f.names()...) }
+func (f *fleet) resumeAll() { f.resume(f.names()...) }
+
+// kubelet is one fake kubelet.
+type kubelet struct {
+	d           *driver
+	a           *actor
+	name        string
+	cfg         kubeletConfig
+	statusEvery time.Duration
+	rng         *rand.Rand // used by the kubelet's own goroutine only
+
+	registered chan struct{} // closed once Node and Lease exist
+
+	mu   sync.Mutex
+	up   bool
+	conn context.Context // the current connection; cancelled by stop
+	cut  context.CancelFunc
+	wake chan struct{} // closed by resume
+	// lease is the Lease as last read or written: what the next PUT sends.
+	lease map[string]any
+	// renewals, statusPosts count successful heartbeats; conflicts counts
+	// 409 answers to lease PUTs.
+	renewals, statusPosts, conflicts int
+	lastRenewal                      time.Time
+}
+
+func (k *kubelet) stop() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.up {
+		return
+	}
+	k.up = false
+	k.cut()
+}
+
+func (k *kubelet) resume() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.up {
+		return
+	}
+	k.up = true
+	k.conn, k.cut = context.WithCancel(k.d.ctx)
+	close(k.wake)
+	k.wake = make(chan struct{})
+}
+
+// connection waits until the kubelet is connected and returns the
+// connection's context; false when the scenario ends.
+func (k *kubelet) connection(ctx context.Context) (context.Context, bool) {
+	for {
+		k.mu.Lock()
+		up, conn, wake := k.up, k.conn, k.wake
+		k.mu.Unlock()
+		if up {
+			return conn, true
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// Renewals reports how many times the kubelet renewed its Lease and when
+// it last did.
+func (k *kubelet) Renewals() (int, time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.renewals, k.lastRenewal
+}
+
+func (k *kubelet) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		conn, ok := k.connection(ctx)
+		if !ok {
+			return nil
+		}
+		if err := k.session(conn); err != nil && conn.Err() == nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// session is one connection's life: the kubelet (re)registers, renews its
+// Lease and posts status at once, (re)lists its Node and Pods and watches
+// them, then heartbeats until the connection is cut.
+//
+// A kubelet that lost the apiserver for minutes relists on reconnect: the
+// seed's kubelets were cut off for ~15 min, far longer than the watch
+// cache keeps history, so resuming their watches would have got 410 Gone
+// and a relist anyway; the fake kubelet lists at once.
+func (k *kubelet) session(conn context.Context) error {
+	if err := k.register(conn); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	for _, inf := range []func(context.Context) error{k.nodeInformer, k.podInformer} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := inf(conn); err != nil && conn.Err() == nil {
+				errc <- err
+			}
+		}()
+	}
+	err := k.heartbeat(conn, errc)
+	wg.Wait()
+	return err
+}
+
+// register creates the Node (or finds it), posts a Ready status and
+// creates the Lease (or reads it), as the kubelet does at start.
+func (k *kubelet) register(conn context.Context) error {
+	select {
+	case <-k.registered:
+		return nil
+	default:
+	}
+	code, body, err := k.send(conn, http.MethodPost, "/api/v1/nodes", "", fakeNode(k.name))
+	switch {
+	case err != nil:
+		return k.retryable(conn, err)
+	case code == http.StatusConflict:
+	case code != http.StatusCreated:
+		return fmt.Errorf("registering node %s: %d %s", k.name, code, bytes.TrimSpace(body))
+	}
+	if err := k.postStatus(conn); err != nil {
+		return err
+	}
+	if err := k.readLease(conn); err != nil {
+		return err
+	}
+	if k.lease == nil {
+		code, body, err := k.send(conn, http.MethodPost, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", "", kubeletLease(k.name, k.cfg.LeaseDuration))
+		if err != nil {
+			return k.retryable(conn, err)
+		}
+		if code != http.StatusCreated {
+			return fmt.Errorf("creating lease %s: %d %s", k.name, code, bytes.TrimSpace(body))
+		}
+		if err := k.holdLease(body); err != nil {
+			return err
+		}
+	}
+	close(k.registered)
+	return nil
+}
+
+// heartbeat renews the Lease every quarter of its duration (with 4 %
+// jitter) and posts node status every statusEvery, both at once when the
+// connection is new.
+func (k *kubelet) heartbeat(conn context.Context, errc <-chan error) error {
+	renewEvery := k.cfg.LeaseDuration / 4
+	nextRenew, nextStatus := time.Now(), time.Now()
+	for {
+		now := time.Now()
+		if !now.Before(nextRenew) {
+			if err := k.renewLease(conn); err != nil {
+				return err
+			}
+			nextRenew = time.Now().Add(renewEvery + time.Duration(k.rng.Float64()*0.04*float64(renewEvery)))
+		}
+		if !now.Before(nextStatus) {
+			if err := k.postStatus(conn); err != nil {
+				return err
+			}
+			nextStatus = time.Now().Add(k.statusEvery)
+		}
+		wait := time.Until(nextRenew)
+		if s := time.Until(nextStatus); s < wait {
+			wait = s
+		}
+		select {
+		case <-time.After(wait):
+		case err := <-errc:
+			return err
+		case <-conn.Done():
+			return nil
+		}
+	}
+}
+
+const leasesPath = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/"
+
+// renewLease PUTs the held Lease with a new renewTime; on 409 it reads the
+// Lease again and retries, up to five times as the lease controller does.
+func (k *kubelet) renewLease(conn context.Context) error {
+	for try := 0; try < 5; try++ {
+		k.mu.Lock()
+		lease := k.lease
+		k.mu.Unlock()
+		spec, _ := lease["spec"].(map[string]any)
+		spec["renewTime"] = microTime(time.Now())
+		code, body, err := k.send(conn, http.MethodPut, leasesPath+k.name, "", lease)
+		if err != nil {
+			return k.retryable(conn, err)
+		}
+		switch code {
+		case http.StatusOK:
+			if err := k.holdLease(body); err != nil {
+				return err
+			}
+			k.mu.Lock()
+			k.renewals++
+			k.lastRenewal = time.Now()
+			k.mu.Unlock()
+			return nil
+		case http.StatusConflict:
+			k.mu.Lock()
+			k.conflicts++
+			k.mu.Unlock()
+			if err := k.readLease(conn); err != nil {
+				return err
+			}
+			if k.lease == nil {
+				return fmt.Errorf("lease %s vanished", k.name)
+			}
+		default:
+			if code >= 500 {
+				return nil // the next renewal retries
+			}
+			return fmt.Errorf("renewing lease %s: %d %s", k.name, code, bytes.TrimSpace(body))
+		}
+	}
+	return nil
+}
+
+// readLease GETs the Lease into k.lease (nil when it does not exist).
+func (k *kubelet) readLease(conn context.Context) error {
+	code, body, err := k.send(conn, http.MethodGet, leasesPath+k.name, "", nil)
+	if err != nil {
+		return k.retryable(conn, err)
+	}
+	switch code {
+	case http.StatusOK:
+		return k.holdLease(body)
+	case http.StatusNotFound:
+		k.mu.Lock()
+		k.lease = nil
+		k.mu.Unlock()
+		return nil
+	}
+	return fmt.Errorf("reading lease %s: %d %s", k.name, code, bytes.TrimSpace(body))
+}
+
+func (k *kubelet) holdLease(body []byte) error {
+	var l map[string]any
+	if err := json.Unmarshal(body, &l); err != nil {
+		return fmt.Errorf("lease %s: %w", k.name, err)
+	}
+	if _, ok := l["spec"].(map[string]any); !ok {
+		return fmt.Errorf("lease %s has no spec: %s", k.name, body)
+	}
+	k.mu.Lock()
+	k.lease = l
+	k.mu.Unlock()
+	return nil
+}
+
+// postStatus patches nodes/<name>/status with the kubelet's conditions,
+// their lastHeartbeatTime now (a strategic merge patch, as the kubelet
+// sends).
+func (k *kubelet) postStatus(conn context.Context) error {
+	code, body, err := k.send(conn, http.MethodPatch, "/api/v1/nodes/"+k.name+"/status", "application/strategic-merge-patch+json", kubeletStatus())
+	if err != nil {
+		return k.retryable(conn, err)
+	}
+	if code == http.StatusOK {
+		k.mu.Lock()
+		k.statusPosts++
+		k.mu.Unlock()
+		return nil
+	}
+	if code >= 500 {
+		return nil
+	}
+	return fmt.Errorf("posting status of node %s: %d %s", k.name, code, bytes.TrimSpace(body))
+}
+
+// nodeInformer lists and watches the kubelet's own Node.
+func (k *kubelet) nodeInformer(conn context.Context) error {
+	sel := "metadata.name=" + k.name
+	return k.inform(conn, "/api/v1/nodes", sel, func(string, podObject) error { return nil })
+}
+
+// podInformer lists and watches the Pods bound to the node: it marks new
+// ones Running and deletes for good (grace period 0) the ones the cluster
+// deleted, as a kubelet does once it has stopped their containers.
+func (k *kubelet) podInformer(conn context.Context) error {
+	return k.inform(conn, "/api/v1/pods", "spec.nodeName="+k.name, func(typ string, p podObject) error {
+		switch {
+		case typ == "DELETED":
+			return nil
+		case p.Metadata.DeletionTimestamp != "":
+			return k.finishDeletion(conn, p)
+		case p.Status.Phase == "Pending" || p.Status.Phase == "":
+			return k.markRunning(conn, p)
+		}
+		return nil
+	})
+}
+
+// inform runs the kubelet's informer of path with fieldSelector sel until
+// the connection is cut.
+func (k *kubelet) inform(conn context.Context, path, sel string, handle func(typ string, p podObject) error) error {
+	timeout := func() time.Duration { return k.cfg.WatchMin + time.Duration(k.watchJitter()*float64(k.cfg.WatchMin)) }
+	return inform(conn, k.a, path, sel, timeout, handle, func(err error) error { return k.retryable(conn, err) })
+}
+
+// inform lists path with fieldSelector sel as a, hands every item to handle
+// and then watches from the list's resourceVersion until ctx ends,
+// re-watching when a watch ends (each asking for timeout()) and relisting
+// after 410 Gone, as client-go's reflector does. Transport errors go to
+// retry: nil retries after a second.
+func inform(ctx context.Context, a *actor, path, sel string, timeout func() time.Duration,
+	handle func(typ string, p podObject) error, retry func(error) error) error {
+	for ctx.Err() == nil {
+		q := url.Values{"limit": {"500"}, "resourceVersion": {"0"}}
+		if sel != "" {
+			q.Set("fieldSelector", sel)
+		}
+		code, body, err := sendJSON(ctx, a, 30*time.Second, http.MethodGet, path+"?"+q.Encode(), "", nil)
+		if err != nil {
+			if err := retry(err); err != nil {
+				return err
+			}
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("listing %s?fieldSelector=%s as %s: %d %s", path, sel, a.id.user, code, bytes.TrimSpace(body))
+		}
+		var list struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+			Items []podObject `json:"items"`
+		}
+		if err := json.Unmarshal(body, &list); err != nil {
+			return fmt.Errorf("listing %s: %w", path, err)
+		}
+		for _, p := range list.Items {
+			if err := handle("ADDED", p); err != nil {
+				return err
+			}
+		}
+		rv := list.Metadata.ResourceVersion
+		for ctx.Err() == nil {
+			next, err := watchOnce(ctx, a, path, sel, rv, timeout(), handle)
+			if errors.Is(err, errGone) {
+				break
+			}
+			if err != nil {
+				if err := retry(err); err != nil {
+					return err
+				}
+				sleepCtx(ctx, time.Second)
+			}
+			rv = next
+		}
+	}
+	return nil
+}
+
+func watchOnce(ctx context.Context, a *actor, path, sel, rv string, timeout time.Duration, handle func(string, podObject) error) (string, error) {
+	q := url.Values{"resourceVersion": {rv}, "watch": {"true"},
+		"allowWatchBookmarks": {"true"}, "timeoutSeconds": {strconv.Itoa(int(timeout.Seconds()))}}
+	if sel != "" {
+		q.Set("fieldSelector", sel)
+	}
+	resp, err := a.request(ctx, http.MethodGet, path+"?"+q.Encode(), nil, "")
+	if err != nil {
+		return rv, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return rv, fmt.Errorf("watching %s?fieldSelector=%s as %s: %d %s", path, sel, a.id.user, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var ev struct {
+			Type   string    `json:"type"`
+			Object podObject `json:"object"`
+		}
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				return rv, nil
+			}
+			return rv, err
+		}
+		switch ev.Type {
+		case "ERROR":
+			if ev.Object.Code == http.StatusGone {
+				return rv, errGone
+			}
+			return rv, fmt.Errorf("watch %s: error event %d", path, ev.Object.Code)
+		case "BOOKMARK":
+		default:
+			if err := handle(ev.Type, ev.Object); err != nil {
+				return rv, err
+			}
+		}
+		if v := ev.Object.Metadata.ResourceVersion; v != "" {
+			rv = v
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// watchJitter draws client-go's watch timeout factor; informers run in
+// goroutines of their own, so it locks.
+func (k *kubelet) watchJitter() float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.rng.Float64()
+}
+
+func (k *kubelet) markRunning(conn context.Context, p podObject) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	var conds []map[string]any
+	for _, c := range []string{"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"} {
+		conds = append(conds, map[string]any{"type": c, "status": "True", "lastTransitionTime": now})
+	}
+	patch := map[string]any{"status": map[string]any{
+		"phase": "Running", "conditions": conds, "startTime": now,
+		"hostIP": k.a.id.sourceIP, "podIP": fmt.Sprintf("10.244.%s.%d", k.a.id.sourceIP[len("127.0.2."):], 2+k.podIPs()),
+	}}
+	code, body, err := k.send(conn, http.MethodPatch, "/api/v1/namespaces/"+p.Metadata.Namespace+"/pods/"+p.Metadata.Name+"/status",
+		"application/strategic-merge-patch+json", patch)
+	if err != nil {
+		return k.retryable(conn, err)
+	}
+	if code != http.StatusOK && code != http.StatusNotFound && code != http.StatusConflict {
+		return fmt.Errorf("marking pod %s/%s running: %d %s", p.Metadata.Namespace, p.Metadata.Name, code, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+var podIPCounter struct {
+	sync.Mutex
+	n map[string]int
+}
+
+func (k *kubelet) podIPs() int {
+	podIPCounter.Lock()
+	defer podIPCounter.Unlock()
+	if podIPCounter.n == nil {
+		podIPCounter.n = map[string]int{}
+	}
+	podIPCounter.n[k.name]++
+	return podIPCounter.n[k.name] % 250
+}
+
+// finishDeletion deletes a terminating pod with grace period 0 and its UID
+// as precondition, as the kubelet's status manager does.
+func (k *kubelet) finishDeletion(conn context.Context, p podObject) error {
+	opts := map[string]any{"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+		"preconditions": map[string]any{"uid": p.Metadata.UID}}
+	code, body, err := k.send(conn, http.MethodDelete, "/api/v1/namespaces/"+p.Metadata.Namespace+"/pods/"+p.Metadata.Name, "", opts)
+	if err != nil {
+		return k.retryable(conn, err)
+	}
+	if code != http.StatusOK && code != http.StatusNotFound && code != http.StatusConflict {
+		return fmt.Errorf("deleting pod %s/%s: %d %s", p.Metadata.Namespace, p.Metadata.Name, code, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// send makes one request of the kubelet on its connection, with a 10 s
+// deadline (the lease controller's own timeout); contentType defaults to
+// JSON.
+func (k *kubelet) send(conn context.Context, method, path, contentType string, body any) (int, []byte, error) {
+	return sendJSON(conn, k.a, 10*time.Second, method, path, contentType, body)
+}
+
+// retryable decides what a transport error means: nothing when the
+// connection was cut on purpose or the apiserver did not answer in time (a
+// real kubelet retries at its next tick), the error otherwise.
+func (k *kubelet) retryable(conn context.Context, err error) error {
+	if conn.Err() != nil || errors.Is(err, context.DeadlineExceeded) || k.d.ctx.Err() != nil {
+		return nil
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) && ne.Timeout() {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", k.a.id.user, err)
+}
+
+// sendJSON sends one request as a with the given timeout and returns the
+// status and body; body is encoded as JSON unless it is nil.
+func sendJSON(ctx context.Context, a *actor, timeout time.Duration, method, path, contentType string, body any) (int, []byte, error) {
+	var b []byte
+	if body != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
+			return 0, nil, err
+		}
+	}
+	if contentType == "" {
+		contentType = "application/json"
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := a.request(ctx, method, path, b, contentType)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	rb, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, rb, err
+}
+
+// podObject is the part of a Pod (or Node) the kubelets and the scheduler
+// read.
+type podObject struct {
+	Metadata struct {
+		Name              string `json:"name"`
+		Namespace         string `json:"namespace"`
+		UID               string `json:"uid"`
+		ResourceVersion   string `json:"resourceVersion"`
+		DeletionTimestamp string `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Spec struct {
+		NodeName string `json:"nodeName"`
+		Taints   []struct {
+			Key    string `json:"key"`
+			Effect string `json:"effect"`
+		} `json:"taints"`
+	} `json:"spec"`
+	Status struct {
+		Phase      string `json:"phase"`
+		Conditions []struct {
+			Type   string `json:"type"`
+			Status string `json:"status"`
+		} `json:"conditions"`
+	} `json:"status"`
+	Code int `json:"code"` // of a Status in an ERROR event
+}
+
+// ready is a Node's Ready condition status ("" when it has none).
+func (p podObject) ready() string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == "Ready" {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func (p podObject) hasTaint(key, effect string) bool {
+	return slices.ContainsFunc(p.Spec.Taints, func(t struct {
+		Key    string `json:"key"`
+		Effect string `json:"effect"`
+	}) bool {
+		return t.Key == key && t.Effect == effect
+	})
+}
+
+func kubeletLease(name string, duration time.Duration) map[string]any {
+	return map[string]any{
+		"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+		"metadata": map[string]any{"name": name, "namespace": "kube-node-lease"},
+		"spec": map[string]any{"holderIdentity": name, "leaseDurationSeconds": int(duration.Seconds()),
+			"renewTime": microTime(time.Now())},
+	}
+}
+
+// kubeletStatus is the node status a kubelet posts: its conditions with
+// lastHeartbeatTime now, a strategic merge patch keyed by condition type.
+func kubeletStatus() map[string]any {
+	now := time.Now().UTC().Format(time.RFC3339)
+	resources := map[string]string{"cpu": "4", "memory": "16Gi", "pods": "110"}
+	cond := func(typ, status, reason, msg string) map[string]any {
+		return map[string]any{"type": typ, "status": status, "reason": reason, "message": msg,
+			"lastHeartbeatTime": now}
+	}
+	return map[string]any{"status": map[string]any{
+		"capacity": resources, "allocatable": resources,
+		"conditions": []map[string]any{
+			cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+			cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+			cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+			cond("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+		},
+	}}
+}
