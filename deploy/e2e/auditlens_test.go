@@ -200,6 +200,7 @@ type finding struct {
 		AuditID string `json:"audit_id"`
 		Stage   string `json:"stage"`
 		Verb    string `json:"verb"`
+		Role    string `json:"role"`
 	} `json:"evidence"`
 	Remediation string `json:"remediation"`
 }

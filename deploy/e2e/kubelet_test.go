@@ -92,7 +92,8 @@ type fleet struct {
 }
 
 // startKubelets starts a kubelet for each identity; each registers its Node
-// and Lease at once. waitReady waits until all have.
+// and Lease within the first renewal interval. waitRegistered waits until
+// all have.
 func startKubelets(d *driver, ids []identity, cfg kubeletConfig) *fleet {
 	cfg = cfg.withDefaults()
 	f := &fleet{d: d, cfg: cfg}
@@ -104,7 +105,14 @@ func startKubelets(d *driver, ids []identity, cfg kubeletConfig) *fleet {
 			up:          true, registered: make(chan struct{}), wake: make(chan struct{})}
 		k.conn, k.cut = context.WithCancel(d.ctx)
 		f.kubelets = append(f.kubelets, k)
-		d.background(id.user, k.run)
+		// Nodes boot at different moments: each kubelet starts within one
+		// renewal interval, so that their renewals do not all fall in the
+		// same second.
+		delay := time.Duration(rng.Int64N(int64(cfg.LeaseDuration / 4)))
+		d.background(id.user, func(ctx context.Context) error {
+			sleepCtx(ctx, delay)
+			return k.run(ctx)
+		})
 	}
 	return f
 }
