@@ -231,6 +231,20 @@ func (o *observer) nodeReady(name string) bool {
 	return o.nodes[name].ready() == "True"
 }
 
+// allSchedulable tells whether every Node seen is Ready and untainted
+// (a new Node carries node.kubernetes.io/not-ready:NoSchedule until the
+// controller-manager sees it Ready), and how many there are.
+func (o *observer) allSchedulable() (bool, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, n := range o.nodes {
+		if !schedulable(n) || len(n.Spec.Taints) > 0 {
+			return false, len(o.nodes)
+		}
+	}
+	return true, len(o.nodes)
+}
+
 // podsOn lists the live Pods bound to node, and how many of them are
 // being deleted.
 func (o *observer) podsOn(node string) (pods []string, deleting int) {
