@@ -124,9 +124,7 @@ func heartbeatPrelude(d *driver) {
 	d.must(err)
 }
 
-func heartbeatLoss(d *driver) expectation {
-	return heartbeatRun(d, "wave")
-}
+func heartbeatLoss(d *driver) expectation       { return heartbeatRun(d, "wave") }
 func heartbeatOneNode(d *driver) expectation    { return heartbeatRun(d, "one") }
 func heartbeatFeedSilent(d *driver) expectation { return heartbeatRun(d, "freeze") }
 
@@ -156,7 +154,7 @@ func heartbeatRun(d *driver, mode string) expectation {
 	d.t.Logf("%d Pods running %.1fs after start", hbReplicas, time.Since(start).Seconds())
 	d.waitFor(fmt.Sprintf("every kubelet to renew its Lease %d times", hbWarmup), 3*time.Minute, func() bool {
 		for _, k := range fl.kubelets {
-			if n, _ := k.Renewals(); n < hbWarmup {
+			if n, _ := k.renewed(); n < hbWarmup {
 				return false
 			}
 		}
@@ -209,7 +207,7 @@ func heartbeatRun(d *driver, mode string) expectation {
 		truth.StoppedAt = cut
 		truth.LastRenewals = map[string]time.Time{}
 		for _, n := range truth.Stopped {
-			_, truth.LastRenewals[n] = fl.get(n).Renewals()
+			_, truth.LastRenewals[n] = fl.get(n).renewed()
 		}
 		d.t.Logf("kubelets of %v cut off %.1fs after start", truth.Stopped, time.Since(start).Seconds())
 		// The controller-manager marks each stopped Node NotReady, taints

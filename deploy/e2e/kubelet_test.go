@@ -27,7 +27,7 @@ import (
 // A kubelet can be cut off from the apiserver (stop) and reconnected
 // (resume): while cut off it sends nothing, as the seed-004 kubelets whose
 // one HTTP/2 connection hung behind a load balancer; on reconnect it renews
-// its Lease, posts its status and relists (see session).
+// its Lease, posts its status and relists (see run).
 
 // kubeletIDs are the fake kubelets' identities: system:node:<name> in group
 // system:nodes, with the user agent of a real 1.37.2 kubelet, each
@@ -232,53 +232,85 @@ func (k *kubelet) connection(ctx context.Context) (context.Context, bool) {
 	}
 }
 
-// Renewals reports how many times the kubelet renewed its Lease and when
+// renewed reports how many times the kubelet renewed its Lease and when
 // it last did.
-func (k *kubelet) Renewals() (int, time.Time) {
+func (k *kubelet) renewed() (int, time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.renewals, k.lastRenewal
 }
 
+// run is the kubelet's life: a session per connection.
+//
+// Each session (re)registers when needed, renews the Lease and posts status
+// at once, then heartbeats until the connection is cut. Its informers of
+// the Node and the Pods outlive a cut, as the seed's kubelets' watches did
+// on their hung connection: the apiserver keeps streaming into a watch
+// nobody reads, and the kubelet makes no new request. On reconnect the
+// kubelet closes them and relists: the seed's kubelets were cut off for
+// ~15 min, far longer than the watch cache keeps history, so resuming their
+// watches would have got 410 Gone and a relist anyway.
 func (k *kubelet) run(ctx context.Context) error {
+	stopInformers := func() {}
+	defer func() { stopInformers() }()
 	for ctx.Err() == nil {
 		conn, ok := k.connection(ctx)
 		if !ok {
 			return nil
 		}
-		if err := k.session(conn); err != nil && conn.Err() == nil {
+		if err := k.register(conn); err != nil {
+			return err
+		}
+		select {
+		case <-k.registered:
+		default:
+			// The apiserver did not answer in time: try again.
+			sleepCtx(conn, time.Second)
+			continue
+		}
+		stopInformers()
+		stopInformers = k.startInformers(ctx)
+		if err := k.heartbeat(conn); err != nil && conn.Err() == nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// session is one connection's life: the kubelet (re)registers, renews its
-// Lease and posts status at once, (re)lists its Node and Pods and watches
-// them, then heartbeats until the connection is cut.
-//
-// A kubelet that lost the apiserver for minutes relists on reconnect: the
-// seed's kubelets were cut off for ~15 min, far longer than the watch
-// cache keeps history, so resuming their watches would have got 410 Gone
-// and a relist anyway; the fake kubelet lists at once.
-func (k *kubelet) session(conn context.Context) error {
-	if err := k.register(conn); err != nil {
-		return err
-	}
+// startInformers starts the informers of the Node and of its Pods; the
+// function returned stops them and waits until they have.
+func (k *kubelet) startInformers(ctx context.Context) func() {
+	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
 	for _, inf := range []func(context.Context) error{k.nodeInformer, k.podInformer} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := inf(conn); err != nil && conn.Err() == nil {
-				errc <- err
+			if err := inf(ctx); err != nil && ctx.Err() == nil {
+				k.d.fail(fmt.Errorf("%s: %w", k.a.id.user, err))
 			}
 		}()
 	}
-	err := k.heartbeat(conn, errc)
-	wg.Wait()
-	return err
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// connected tells whether the kubelet is connected; waitConnected blocks
+// while it is cut off, until ctx ends (false).
+func (k *kubelet) connected() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.up
+}
+
+func (k *kubelet) waitConnected(ctx context.Context) bool {
+	if k.connected() {
+		return true
+	}
+	<-ctx.Done()
+	return false
 }
 
 // register creates the Node (or finds it), posts a Ready status and
@@ -322,7 +354,7 @@ func (k *kubelet) register(conn context.Context) error {
 // heartbeat renews the Lease every quarter of its duration (with 4 %
 // jitter) and posts node status every statusEvery, both at once when the
 // connection is new.
-func (k *kubelet) heartbeat(conn context.Context, errc <-chan error) error {
+func (k *kubelet) heartbeat(conn context.Context) error {
 	renewEvery := k.cfg.LeaseDuration / 4
 	nextRenew, nextStatus := time.Now(), time.Now()
 	for {
@@ -345,8 +377,6 @@ func (k *kubelet) heartbeat(conn context.Context, errc <-chan error) error {
 		}
 		select {
 		case <-time.After(wait):
-		case err := <-errc:
-			return err
 		case <-conn.Done():
 			return nil
 		}
@@ -453,14 +483,14 @@ func (k *kubelet) postStatus(conn context.Context) error {
 // nodeInformer lists and watches the kubelet's own Node.
 func (k *kubelet) nodeInformer(conn context.Context) error {
 	sel := "metadata.name=" + k.name
-	return k.inform(conn, "/api/v1/nodes", sel, func(string, podObject) error { return nil })
+	return k.inform(conn, "/api/v1/nodes", sel, func(string, kubeObject) error { return nil })
 }
 
 // podInformer lists and watches the Pods bound to the node: it marks new
 // ones Running and deletes for good (grace period 0) the ones the cluster
 // deleted, as a kubelet does once it has stopped their containers.
 func (k *kubelet) podInformer(conn context.Context) error {
-	return k.inform(conn, "/api/v1/pods", "spec.nodeName="+k.name, func(typ string, p podObject) error {
+	return k.inform(conn, "/api/v1/pods", "spec.nodeName="+k.name, func(typ string, p kubeObject) error {
 		switch {
 		case typ == "DELETED":
 			return nil
@@ -475,19 +505,38 @@ func (k *kubelet) podInformer(conn context.Context) error {
 
 // inform runs the kubelet's informer of path with fieldSelector sel until
 // the connection is cut.
-func (k *kubelet) inform(conn context.Context, path, sel string, handle func(typ string, p podObject) error) error {
+func (k *kubelet) inform(ctx context.Context, path, sel string, handle func(typ string, p kubeObject) error) error {
 	timeout := func() time.Duration { return k.cfg.WatchMin + time.Duration(k.watchJitter()*float64(k.cfg.WatchMin)) }
-	return inform(conn, k.a, path, sel, timeout, handle, func(err error) error { return k.retryable(conn, err) })
+	// While cut off the kubelet reads nothing from its watches and makes
+	// no new request.
+	gated := func(typ string, p kubeObject) error {
+		if !k.connected() {
+			return nil
+		}
+		return handle(typ, p)
+	}
+	return inform(ctx, k.a, path, sel, informOptions{timeout: timeout, gate: k.waitConnected,
+		retry: func(err error) error { return k.retryable(ctx, err) }}, gated)
+}
+
+// informOptions tune inform.
+type informOptions struct {
+	// timeout is the timeout each watch asks for.
+	timeout func() time.Duration
+	// retry decides about a transport error: nil retries after a second.
+	retry func(error) error
+	// gate, when set, is called before every request; false ends inform.
+	gate func(context.Context) bool
 }
 
 // inform lists path with fieldSelector sel as a, hands every item to handle
 // and then watches from the list's resourceVersion until ctx ends,
-// re-watching when a watch ends (each asking for timeout()) and relisting
-// after 410 Gone, as client-go's reflector does. Transport errors go to
-// retry: nil retries after a second.
-func inform(ctx context.Context, a *actor, path, sel string, timeout func() time.Duration,
-	handle func(typ string, p podObject) error, retry func(error) error) error {
-	for ctx.Err() == nil {
+// re-watching when a watch ends and relisting after 410 Gone, as
+// client-go's reflector does.
+func inform(ctx context.Context, a *actor, path, sel string, o informOptions, handle func(typ string, p kubeObject) error) error {
+	gate := func() bool { return ctx.Err() == nil && (o.gate == nil || o.gate(ctx)) }
+	retry := o.retry
+	for gate() {
 		q := url.Values{"limit": {"500"}, "resourceVersion": {"0"}}
 		if sel != "" {
 			q.Set("fieldSelector", sel)
@@ -507,7 +556,7 @@ func inform(ctx context.Context, a *actor, path, sel string, timeout func() time
 			Metadata struct {
 				ResourceVersion string `json:"resourceVersion"`
 			} `json:"metadata"`
-			Items []podObject `json:"items"`
+			Items []kubeObject `json:"items"`
 		}
 		if err := json.Unmarshal(body, &list); err != nil {
 			return fmt.Errorf("listing %s: %w", path, err)
@@ -518,8 +567,8 @@ func inform(ctx context.Context, a *actor, path, sel string, timeout func() time
 			}
 		}
 		rv := list.Metadata.ResourceVersion
-		for ctx.Err() == nil {
-			next, err := watchOnce(ctx, a, path, sel, rv, timeout(), handle)
+		for gate() {
+			next, err := watchOnce(ctx, a, path, sel, rv, o.timeout(), handle)
 			if errors.Is(err, errGone) {
 				break
 			}
@@ -535,7 +584,7 @@ func inform(ctx context.Context, a *actor, path, sel string, timeout func() time
 	return nil
 }
 
-func watchOnce(ctx context.Context, a *actor, path, sel, rv string, timeout time.Duration, handle func(string, podObject) error) (string, error) {
+func watchOnce(ctx context.Context, a *actor, path, sel, rv string, timeout time.Duration, handle func(string, kubeObject) error) (string, error) {
 	q := url.Values{"resourceVersion": {rv}, "watch": {"true"},
 		"allowWatchBookmarks": {"true"}, "timeoutSeconds": {strconv.Itoa(int(timeout.Seconds()))}}
 	if sel != "" {
@@ -553,8 +602,8 @@ func watchOnce(ctx context.Context, a *actor, path, sel, rv string, timeout time
 	dec := json.NewDecoder(resp.Body)
 	for {
 		var ev struct {
-			Type   string    `json:"type"`
-			Object podObject `json:"object"`
+			Type   string     `json:"type"`
+			Object kubeObject `json:"object"`
 		}
 		if err := dec.Decode(&ev); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -595,7 +644,7 @@ func (k *kubelet) watchJitter() float64 {
 	return k.rng.Float64()
 }
 
-func (k *kubelet) markRunning(conn context.Context, p podObject) error {
+func (k *kubelet) markRunning(conn context.Context, p kubeObject) error {
 	now := time.Now().UTC().Format(time.RFC3339)
 	var conds []map[string]any
 	for _, c := range []string{"PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady"} {
@@ -633,7 +682,7 @@ func (k *kubelet) podIPs() int {
 
 // finishDeletion deletes a terminating pod with grace period 0 and its UID
 // as precondition, as the kubelet's status manager does.
-func (k *kubelet) finishDeletion(conn context.Context, p podObject) error {
+func (k *kubelet) finishDeletion(conn context.Context, p kubeObject) error {
 	opts := map[string]any{"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
 		"preconditions": map[string]any{"uid": p.Metadata.UID}}
 	code, body, err := k.send(conn, http.MethodDelete, "/api/v1/namespaces/"+p.Metadata.Namespace+"/pods/"+p.Metadata.Name, "", opts)
@@ -657,14 +706,24 @@ func (k *kubelet) send(conn context.Context, method, path, contentType string, b
 // connection was cut on purpose or the apiserver did not answer in time (a
 // real kubelet retries at its next tick), the error otherwise.
 func (k *kubelet) retryable(conn context.Context, err error) error {
-	if conn.Err() != nil || errors.Is(err, context.DeadlineExceeded) || k.d.ctx.Err() != nil {
-		return nil
-	}
-	var ne interface{ Timeout() bool }
-	if errors.As(err, &ne) && ne.Timeout() {
+	if conn.Err() != nil || k.d.ctx.Err() != nil || transient(err) {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", k.a.id.user, err)
+}
+
+// transient: the request timed out, which a frozen apiserver makes every
+// request do.
+func transient(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// fail records an error of a goroutine of the scenario: stop reports it.
+func (d *driver) fail(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.errs = append(d.errs, err)
 }
 
 // sendJSON sends one request as a with the given timeout and returns the
@@ -691,9 +750,9 @@ func sendJSON(ctx context.Context, a *actor, timeout time.Duration, method, path
 	return resp.StatusCode, rb, err
 }
 
-// podObject is the part of a Pod (or Node) the kubelets and the scheduler
-// read.
-type podObject struct {
+// kubeObject is the part of a Pod or a Node the kubelets, the scheduler
+// and the observer read.
+type kubeObject struct {
 	Metadata struct {
 		Name              string `json:"name"`
 		Namespace         string `json:"namespace"`
@@ -719,7 +778,7 @@ type podObject struct {
 }
 
 // ready is a Node's Ready condition status ("" when it has none).
-func (p podObject) ready() string {
+func (p kubeObject) ready() string {
 	for _, c := range p.Status.Conditions {
 		if c.Type == "Ready" {
 			return c.Status
@@ -728,7 +787,7 @@ func (p podObject) ready() string {
 	return ""
 }
 
-func (p podObject) hasTaint(key, effect string) bool {
+func (p kubeObject) hasTaint(key, effect string) bool {
 	return slices.ContainsFunc(p.Spec.Taints, func(t struct {
 		Key    string `json:"key"`
 		Effect string `json:"effect"`

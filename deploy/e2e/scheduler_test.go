@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -32,27 +31,22 @@ type scheduler struct {
 	a *actor
 
 	mu      sync.Mutex
-	nodes   map[string]podObject // by name, from its Nodes informer
-	pending map[string]podObject // unscheduled Pods by namespace/name
-	bound   map[string]int       // Pods bound per Node
+	nodes   map[string]kubeObject // by name, from its Nodes informer
+	pending map[string]kubeObject // unscheduled Pods by namespace/name
+	bound   map[string]int        // Pods bound per Node
 }
 
 // startScheduler runs the scheduler until the scenario stops.
 func startScheduler(d *driver) *scheduler {
-	s := &scheduler{d: d, a: d.c.actor(schedulerID), nodes: map[string]podObject{}, pending: map[string]podObject{}, bound: map[string]int{}}
-	timeout := func() time.Duration { return 5 * time.Minute }
-	retry := func(err error) error {
-		if d.ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-			return nil
-		}
-		var ne interface{ Timeout() bool }
-		if errors.As(err, &ne) && ne.Timeout() {
+	s := &scheduler{d: d, a: d.c.actor(schedulerID), nodes: map[string]kubeObject{}, pending: map[string]kubeObject{}, bound: map[string]int{}}
+	opts := informOptions{timeout: func() time.Duration { return 5 * time.Minute }, retry: func(err error) error {
+		if d.ctx.Err() != nil || transient(err) {
 			return nil
 		}
 		return err
-	}
+	}}
 	d.background("scheduler nodes informer", func(ctx context.Context) error {
-		return inform(ctx, s.a, "/api/v1/nodes", "", timeout, func(typ string, n podObject) error {
+		return inform(ctx, s.a, "/api/v1/nodes", "", opts, func(typ string, n kubeObject) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			if typ == "DELETED" {
@@ -61,10 +55,10 @@ func startScheduler(d *driver) *scheduler {
 				s.nodes[n.Metadata.Name] = n
 			}
 			return nil
-		}, retry)
+		})
 	})
 	d.background("scheduler pods informer", func(ctx context.Context) error {
-		return inform(ctx, s.a, "/api/v1/pods", "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed", timeout, func(typ string, p podObject) error {
+		return inform(ctx, s.a, "/api/v1/pods", "spec.nodeName=,status.phase!=Succeeded,status.phase!=Failed", opts, func(typ string, p kubeObject) error {
 			key := p.Metadata.Namespace + "/" + p.Metadata.Name
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -74,7 +68,7 @@ func startScheduler(d *driver) *scheduler {
 				s.pending[key] = p
 			}
 			return nil
-		}, retry)
+		})
 	})
 	d.background("scheduler", func(ctx context.Context) error {
 		for ctx.Err() == nil {
@@ -89,7 +83,7 @@ func startScheduler(d *driver) *scheduler {
 }
 
 // schedulable: Ready and without a NoSchedule or NoExecute taint.
-func schedulable(n podObject) bool {
+func schedulable(n kubeObject) bool {
 	if n.ready() != "True" {
 		return false
 	}
@@ -103,7 +97,7 @@ func schedulable(n podObject) bool {
 
 func (s *scheduler) schedule(ctx context.Context) error {
 	s.mu.Lock()
-	var pods []podObject
+	var pods []kubeObject
 	for _, p := range s.pending {
 		pods = append(pods, p)
 	}
@@ -156,12 +150,12 @@ type observer struct {
 	// time a Node's Ready condition left True, and every time it gained
 	// the node.kubernetes.io/unreachable:NoExecute taint; ready records
 	// every return to Ready.
-	nodes             map[string]podObject
+	nodes             map[string]kubeObject
 	notReady, tainted map[string][]time.Time
 	ready             map[string][]time.Time
 	// pods is each live Pod as last seen; deleting records when each Pod
 	// was first seen with a deletionTimestamp, and on which Node.
-	pods     map[string]podObject
+	pods     map[string]kubeObject
 	deleting map[string]deletion
 }
 
@@ -171,21 +165,22 @@ type deletion struct {
 }
 
 func startObserver(d *driver) *observer {
-	o := &observer{nodes: map[string]podObject{}, notReady: map[string][]time.Time{}, tainted: map[string][]time.Time{},
-		ready: map[string][]time.Time{}, pods: map[string]podObject{}, deleting: map[string]deletion{}}
+	o := &observer{nodes: map[string]kubeObject{}, notReady: map[string][]time.Time{}, tainted: map[string][]time.Time{},
+		ready: map[string][]time.Time{}, pods: map[string]kubeObject{}, deleting: map[string]deletion{}}
 	a := d.c.actor(adminID)
-	timeout := func() time.Duration { return 10 * time.Minute }
-	retry := func(err error) error { return nil } // the observer must see the end of every freeze
+	// The observer retries every transport error: it must see the end of
+	// every freeze.
+	opts := informOptions{timeout: func() time.Duration { return 10 * time.Minute }, retry: func(error) error { return nil }}
 	d.background("observer of nodes", func(ctx context.Context) error {
-		return inform(ctx, a, "/api/v1/nodes", "", timeout, o.node, retry)
+		return inform(ctx, a, "/api/v1/nodes", "", opts, o.node)
 	})
 	d.background("observer of pods", func(ctx context.Context) error {
-		return inform(ctx, a, "/api/v1/pods", "", timeout, o.pod, retry)
+		return inform(ctx, a, "/api/v1/pods", "", opts, o.pod)
 	})
 	return o
 }
 
-func (o *observer) node(typ string, n podObject) error {
+func (o *observer) node(typ string, n kubeObject) error {
 	now := time.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -206,7 +201,7 @@ func (o *observer) node(typ string, n podObject) error {
 	return nil
 }
 
-func (o *observer) pod(typ string, p podObject) error {
+func (o *observer) pod(typ string, p kubeObject) error {
 	now := time.Now()
 	key := p.Metadata.Namespace + "/" + p.Metadata.Name
 	o.mu.Lock()
