@@ -4,13 +4,26 @@
 import { h, link, fmtUTC, fmtDuration, timeTitle, parseTime, severityBadge, codeClass, isoParam } from './dom.js';
 import { api, getJSON, ApiError } from './api.js';
 import { drawEvidence } from './chart.js';
+import { drawHeartbeatLanes, drawRVRollback } from './incident.js';
 
 const SUBJECT_LABEL = {
   user: 'User', user_agent: 'User agent', resource: 'Resource', api_group: 'API group', resource_version: 'Static resourceVersion',
   previous_resource_version: 'Previous resourceVersion', source_ip: 'Source IP', namespace: 'Namespace',
   watch_restarts: 'Watch restarts', iterations: 'Loop iterations',
 };
+// Detectors whose subjects mean something more specific.
+const DETECTOR_LABEL = {
+  'rv-rollback': { previous_resource_version: 'Head before the drop', resource_version: 'Head after the drop' },
+  'heartbeat-loss': { nodes_lost: 'Nodes that stopped heartbeating', nodes_seen: 'Nodes seen heartbeating before' },
+};
 const MONO = ['resource_version', 'previous_resource_version', 'source_ip', 'user_agent', 'api_group'];
+
+// Findings whose evidence is drawn by their own chart: the detector's
+// name → draw(container, finding, width, signal).
+const DRAWERS = {
+  'heartbeat-loss': { draw: drawHeartbeatLanes, hint: 'one lane per node · hover a mark or a gap for details' },
+  'rv-rollback': { draw: drawRVRollback, hint: 'the cluster’s resourceVersion and the clients above it · hover a point for details' },
+};
 
 function objectHref(f, o) {
   const a = parseTime(f.first_seen), b = parseTime(f.last_seen);
@@ -58,15 +71,17 @@ export async function render(ctx) {
       h('a', { class: 'button ghost', href: timelineHref(f, {}) }, 'Open this window in the timeline'),
       subj.user ? h('a', { class: 'button ghost', href: timelineHref(f, { user: subj.user, resource: subj.resource || '' }) }, 'Requests of ' + subj.user) : null));
 
-  const subjRows = Object.keys(subj).map((k) => h('tr', {},
-    h('th', { scope: 'row' }, SUBJECT_LABEL[k] || k),
+  // Empty subjects (the fixed ones a detector does not use) are left out.
+  const subjRows = Object.keys(subj).filter((k) => subj[k] !== '' && subj[k] !== null && subj[k] !== undefined).map((k) => h('tr', {},
+    h('th', { scope: 'row' }, (DETECTOR_LABEL[f.detector] || {})[k] || SUBJECT_LABEL[k] || k),
     h('td', { class: MONO.includes(k) ? 'mono' : null }, typeof subj[k] === 'object' ? JSON.stringify(subj[k]) : String(subj[k]))));
   const subjects = h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Subjects')),
     subjRows.length ? h('table', { class: 'data kv', id: 'subjects' }, h('tbody', {}, ...subjRows)) : h('p', { class: 'muted' }, 'None.'));
 
-  const evBox = h('div', { id: 'evidence', class: 'evidence-box' });
+  const drawer = Object.hasOwn(DRAWERS, f.detector) ? DRAWERS[f.detector] : null;
+  const evBox = h('div', { id: 'evidence', class: 'evidence-box', dataset: { chart: drawer ? f.detector : 'evidence' } });
   const evCard = h('section', { class: 'card' },
-    h('div', { class: 'card-head' }, h('h2', {}, 'Evidence'), h('span', { class: 'muted small' }, `${evidence.length} events · time in UTC · hover a mark for details`)),
+    h('div', { class: 'card-head' }, h('h2', {}, 'Evidence'), h('span', { class: 'muted small' }, `${evidence.length} events · time in UTC · ${drawer ? drawer.hint : 'hover a mark for details'}`)),
     evBox);
 
   const remediation = h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Remediation')),
@@ -101,5 +116,6 @@ export async function render(ctx) {
     head,
     h('div', { class: 'grid-2' }, subjects, objCard),
     evCard, remediation, evTable);
-  drawEvidence(evBox, f, evBox.clientWidth);
+  if (drawer) await drawer.draw(evBox, f, evBox.clientWidth, ctx.signal);
+  else drawEvidence(evBox, f, evBox.clientWidth);
 }
