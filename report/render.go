@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/auditlens/auditlens/detect"
 )
 
 // Formats are the renderings Render knows.
@@ -73,6 +76,13 @@ func renderMarkdown(w *bufio.Writer, r Report) {
 			p("#### %s\n\n", md(f.Title))
 			p("- id: %s, cluster: %s, confidence %.2f\n", md(f.ID), md(f.Cluster), f.Confidence)
 			p("- seen %s to %s, %d evidence events\n", stamp(f.FirstSeen), stamp(f.LastSeen), len(f.Evidence))
+			if sp := subjectPairs(f.Subjects); len(sp) > 0 {
+				var parts []string
+				for _, x := range sp {
+					parts = append(parts, md(x.Key)+": "+md(x.Value))
+				}
+				p("- subjects: %s\n", strings.Join(parts, ", "))
+			}
 			if len(f.Objects) > 0 {
 				var objs []string
 				for _, o := range f.Objects {
@@ -152,6 +162,73 @@ func renderMarkdown(w *bufio.Writer, r Report) {
 			p("- %s to %s (%s)\n", stamp(g.Start), stamp(g.End), g.End.Sub(g.Start))
 		}
 		p("\n")
+	}
+}
+
+// subjectPair is one subject of a finding, named as a person reads it.
+type subjectPair struct{ Key, Value string }
+
+// subjectPairs lists the subjects a finding sets, in the order the
+// Subjects type declares them, whatever the detector: every detector
+// sets its own (a watch loop's client and resourceVersion, the nodes a
+// heartbeat loss counts, the heads of a resourceVersion rollback) and
+// leaves the rest empty.
+func subjectPairs(s detect.Subjects) []subjectPair {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var out []subjectPair
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		key, _ := t.(string)
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return out
+		}
+		if val := subjectText(v); val != "" {
+			out = append(out, subjectPair{Key: strings.ReplaceAll(key, "_", " "), Value: val})
+		}
+	}
+	return out
+}
+
+// subjectText renders a subject's value; "" for an empty one.
+func subjectText(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	case json.Number:
+		if x.String() == "0" {
+			return ""
+		}
+		return x.String()
+	case bool:
+		if !x {
+			return ""
+		}
+		return "yes"
+	case []any:
+		var parts []string
+		for _, e := range x {
+			if s := subjectText(e); s != "" {
+				parts = append(parts, s)
+			}
+		}
+		return strings.Join(parts, ", ")
+	default:
+		b, _ := json.Marshal(x)
+		return string(b)
 	}
 }
 
