@@ -23,8 +23,8 @@ func TestRenderFindingsOfAnyDetector(t *testing.T) {
 	wave := detect.Finding{ID: "heartbeat-loss-1", Detector: "heartbeat-loss", Cluster: "prod", Severity: detect.Critical, Confidence: 0.9,
 		Title: "9 of 12 nodes stopped heartbeating at once", Summary: "Nine kubelets stopped renewing their Leases within 8 s.",
 		FirstSeen: at, LastSeen: at.Add(2 * time.Minute),
-		Objects:  []detect.Object{{Resource: "nodes", Name: "node-01"}, {Resource: "pods", Namespace: "shop", Name: hostile}},
-		Evidence: []detect.Evidence{ev("last-heartbeat", "node-01", 0), ev("not-ready", "node-01", 40*time.Second), ev("eviction", hostile, time.Minute)},
+		Objects:     []detect.Object{{Resource: "nodes", Name: "node-01"}, {Resource: "pods", Namespace: "shop", Name: hostile}},
+		Evidence:    []detect.Evidence{ev("last-heartbeat", "node-01", 0), ev("not-ready", "node-01", 40*time.Second), ev("eviction", hostile, time.Minute)},
 		Remediation: "Check the load balancer in front of the apiservers."}
 	restore := detect.Finding{ID: "rv-rollback-1", Detector: "rv-rollback", Cluster: "prod", Severity: detect.Critical, Confidence: 0.95,
 		Title: "The cluster's resourceVersion went back by 1000", Summary: "etcd was restored without --bump-revision.",
