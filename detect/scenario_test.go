@@ -69,6 +69,19 @@ var scenarioCases = map[string]struct {
 	"modern-user-recreates": {},
 	"janitor-idle":          {},
 	"watch-list-relists":    {},
+	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
+	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
+	"heartbeat-loss-seed":              {},
+	"heartbeat-loss-partial-evictions": {},
+	"heartbeat-loss-short":             {},
+	"heartbeat-loss-large":             {},
+	"heartbeat-loss-status-only":       {},
+	"heartbeat-loss-hours":             {},
+	"heartbeat-one-node-lost":          {},
+	"heartbeat-drain-maintenance":      {},
+	"heartbeat-scale-down":             {},
+	"heartbeat-feed-silent":            {},
+	"heartbeat-quiet-slow-status":      {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the

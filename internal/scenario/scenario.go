@@ -76,6 +76,9 @@ type Want struct {
 	// Regressions are the watches that resumed from a resourceVersion
 	// lower than one the same reflector had used since its last list.
 	Regressions []Regression
+	// HeartbeatWaves are the waves of node heartbeat loss (seed 004), and
+	// the silences of the whole audit feed that look like one (FeedGap).
+	HeartbeatWaves []HeartbeatWave
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.
