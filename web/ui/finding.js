@@ -14,7 +14,7 @@ const SUBJECT_LABEL = {
 // Detectors whose subjects mean something more specific.
 const DETECTOR_LABEL = {
   'rv-rollback': { previous_resource_version: 'Head before the drop', resource_version: 'Head after the drop' },
-  'heartbeat-loss': { nodes_lost: 'Nodes that stopped heartbeating', nodes_seen: 'Nodes seen heartbeating before' },
+  'heartbeat-loss': { nodes_lost: 'Nodes that stopped heartbeating', nodes_seen: 'Nodes seen heartbeating before', pods_evicted: 'Pods evicted' },
 };
 const MONO = ['resource_version', 'previous_resource_version', 'source_ip', 'user_agent', 'api_group'];
 
@@ -87,9 +87,14 @@ export async function render(ctx) {
   const remediation = h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Remediation')),
     h('pre', { id: 'remediation', class: 'prose-pre' }, f.remediation || 'No remediation given.'));
 
-  const objList = h('ul', { id: 'objects', class: 'object-list' },
-    ...objects.map((o) => h('li', {}, h('a', { href: objectHref(f, o) },
-      h('span', { class: 'muted' }, (o.resource || '') + ' '), h('span', { class: 'mono' }, [o.namespace, o.name].filter(Boolean).join('/') || '(cluster-scoped)')))));
+  // A wave names hundreds of nodes and pods: the first ones, the rest folded.
+  const objItem = (o) => h('li', {}, h('a', { href: objectHref(f, o) },
+    h('span', { class: 'muted' }, (o.resource || '') + ' '), h('span', { class: 'mono' }, [o.namespace, o.name].filter(Boolean).join('/') || '(cluster-scoped)')));
+  const OBJECTS_SHOWN = 15;
+  const objList = h('ul', { id: 'objects', class: 'object-list' }, ...objects.slice(0, OBJECTS_SHOWN).map(objItem),
+    objects.length > OBJECTS_SHOWN ? h('li', {}, h('details', { class: 'more-objects' },
+      h('summary', {}, `${objects.length - OBJECTS_SHOWN} more`),
+      h('ul', { class: 'object-list' }, ...objects.slice(OBJECTS_SHOWN).map(objItem)))) : null);
   const objCard = h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Objects'), h('span', { class: 'muted small' }, 'open an object’s full history')),
     objects.length ? objList : [h('p', { class: 'muted' }, 'No objects named by this finding.'), objList]);
 

@@ -105,9 +105,11 @@ function gapsOf(items, beats) {
   return out;
 }
 
-// typicalInterval is the median interval of a node's Lease renewals.
+// typicalInterval is the median interval of a node's Lease renewals (of
+// its status posts when it has no Lease: before Kubernetes 1.14).
 function typicalInterval(beats) {
-  const ts = beats.filter((b) => b.kind === 'lease').map((b) => parseTime(b.time));
+  const kind = beats.some((b) => b.kind === 'lease') ? 'lease' : 'status';
+  const ts = beats.filter((b) => b.kind === kind).map((b) => parseTime(b.time));
   const d = [];
   for (let i = 1; i < ts.length; i++) d.push(ts[i] - ts[i - 1]);
   if (!d.length) return NaN;
@@ -140,11 +142,15 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
   }
   const lost = [...byNode.keys()].sort(byName);
   const shown = lost.slice(0, MAX_NODE_LANES);
+  // A finding without lost nodes is the audit feed's own silence (the
+  // detector tells it apart from a heartbeat loss): draw nodes that were
+  // heartbeating, and the silence across all of them.
+  const feedGap = lost.length === 0;
 
   const notes = [];
   let data = null;
   if (f.cluster) {
-    const q = new URLSearchParams({ cluster: f.cluster, since: isoParam(t0), until: isoParam(t1), others: String(OTHER_NODES) });
+    const q = new URLSearchParams({ cluster: f.cluster, since: isoParam(t0), until: isoParam(t1), others: String(feedGap ? 8 : OTHER_NODES) });
     for (const n of shown) q.append('node', n);
     data = await fetchOptional(api('/heartbeats', q), signal, notes, 'The nodes’ heartbeats');
     if (signal && signal.aborted) return false;
@@ -176,15 +182,25 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
   const x = linear(t0, t1, m.l, width - m.r);
   const inRange = (t) => t >= t0 && t <= t1;
 
+  const summary0 = [];
+  const overlay = []; // drawn over the lanes
   const svg = s('svg', { class: 'chart incident heartbeats', width, height, viewBox: `0 0 ${width} ${height}`, role: 'img',
     'aria-label': 'One lane per node: its heartbeats as ticks, the time without heartbeats shaded, and marks where it was marked NotReady, tainted and came back; evicted pods below. The list under the chart says the same.' });
-  svg.appendChild(s('text', { class: 'axis-title', x: 12, y: 12 }, `nodes that stopped heartbeating (${lost.length})`));
+  svg.appendChild(s('text', { class: 'axis-title', x: 12, y: 12 }, feedGap ? 'nodes seen heartbeating' : `nodes that stopped heartbeating (${lost.length})`));
+  const fa = parseTime(f.first_seen), fb = parseTime(f.last_seen);
+  if (feedGap && Number.isFinite(fa) && Number.isFinite(fb) && fb > fa) {
+    const xa = x(Math.max(fa, t0)), xb = x(Math.min(fb, t1));
+    overlay.push(s('rect', { class: 'feed-gap', x: xa.toFixed(1), y: m.t - 4, width: Math.max(1, xb - xa).toFixed(1), height: yAcc - m.t + 8 },
+      s('title', {}, `no event at all from cluster ${f.cluster || '?'} from ${fmtUTC(fa)} to ${fmtUTC(fb, { date: false })} UTC (${fmtDuration(fb - fa)}): the audit feed was silent, not only the kubelets`)));
+    overlay.push(s('text', { class: 'feed-gap-label', x: ((xa + xb) / 2).toFixed(1), y: m.t - 8, 'text-anchor': 'middle' }, `audit feed silent for ${fmtDuration(fb - fa)}`));
+    summary0.push(h('li', { class: 'feed-gap' }, h('strong', {}, 'Audit feed silent'), ` from ${fmtUTC(fa, { date: false })} to ${fmtUTC(fb, { date: false })} UTC (${fmtDuration(fb - fa)}): no event from any client, the kubelets’ heartbeats included.`));
+  }
   const drop = lost.length ? Math.min(...lost.flatMap((n) => byNode.get(n).filter((e) => e.role === 'last-heartbeat').map(timeOf))) : NaN;
   if (Number.isFinite(drop) && inRange(drop)) {
     svg.appendChild(s('line', { class: 'wave-guide', x1: x(drop), x2: x(drop), y1: m.t - 4, y2: axisY }));
   }
 
-  const summary = [];
+  const summary = summary0;
   lanes.forEach((lane, i) => {
     const ly = laneY[i];
     const g = s('g', { class: ['lane', lane.kind + '-lane'], dataset: { node: lane.node || '', kind: lane.kind } });
@@ -196,7 +212,8 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
       const every = typicalInterval(beats);
       g.appendChild(s('text', { class: 'lane-label', x: m.l - 8, y: ly - 1, 'text-anchor': 'end' }, clip(lane.node, 28), s('title', {}, lane.node)));
       const gaps = lane.kind === 'node' ? gapsOf(items, beatsOf.get(lane.node)) : [];
-      const sub = lane.kind === 'other' ? 'kept heartbeating' : (Number.isFinite(every) ? `beats every ${fmtDuration(every)}` : (data ? 'no heartbeats read' : ''));
+      const everyText = Number.isFinite(every) ? `beats every ${fmtDuration(every >= 10e3 ? Math.round(every / 1000) * 1000 : every)}` : '';
+      const sub = lane.kind === 'other' && !feedGap ? 'kept heartbeating' : (everyText || (data ? 'no heartbeats read' : ''));
       g.appendChild(s('text', { class: 'lane-sub', x: m.l - 8, y: ly + 11, 'text-anchor': 'end' }, sub));
       for (const gp of gaps) {
         const open = !Number.isFinite(gp.b);
@@ -236,7 +253,7 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
         }
         const at = (role) => items.filter((e) => e.role === role).map((e) => fmtUTC(e.time, { date: false, ms: false }));
         if (at('not-ready').length) parts.push('NotReady at ' + at('not-ready').join(', '));
-        if (at('taint').length) parts.push('tainted at ' + at('taint').join(', '));
+        if (at('taint').length) parts.push('taint written at ' + at('taint').join(', '));
         summary.push(h('li', { dataset: { node: lane.node } }, h('strong', { class: 'mono' }, lane.node), ': ', parts.join('; ') || 'named by the finding'));
       }
     } else {
@@ -251,19 +268,24 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
     svg.appendChild(g);
   });
 
+  svg.append(...overlay);
   const ax = s('g', { class: 'axes' });
   timeAxis(ax, x, t0, t1, axisY, width, m.l);
   ax.appendChild(s('text', { class: 'axis-title', x: 12, y: axisY + 16 }, 'time (UTC)'));
   svg.appendChild(ax);
 
+  // The legend names what the chart shows.
+  const has = (sel) => svg.querySelector(sel) !== null;
   const legend = h('ul', { class: 'legend evidence-legend', 'aria-label': 'Legend' },
-    legendItem('mark-beat', 'Lease renewal'), legendItem('mark-beat status', 'node status post'),
-    legendItem('mark-beat failed', 'heartbeat refused (409)'), legendItem('mark-gap', 'no heartbeat'),
-    legendItem('mark-last', 'last heartbeat'), legendItem('mark-not-ready', 'marked NotReady'), legendItem('mark-taint', 'tainted'),
-    legendItem('mark-resumed', 'heartbeat resumed'),
+    has('.beat-lease') ? legendItem('mark-beat', 'Lease renewal') : null, has('.beat-status') ? legendItem('mark-beat status', 'node status post') : null,
+    has('.beat-failed') ? legendItem('mark-beat failed', 'heartbeat answered with an error (409: a stale resourceVersion)') : null,
+    has('rect.gap') ? legendItem('mark-gap', 'no heartbeat') : null, has('.feed-gap') ? legendItem('mark-feed-gap', 'no event at all (audit feed gap)') : null,
+    has('.mark.last-heartbeat') ? legendItem('mark-last', 'last heartbeat') : null, has('.mark.not-ready') ? legendItem('mark-not-ready', 'marked NotReady') : null,
+    has('.mark.taint') ? legendItem('mark-taint', 'taint written (added, or removed on return)') : null,
+    has('.mark.resumed') ? legendItem('mark-resumed', 'heartbeat resumed') : null,
     evictions.length ? legendItem('mark-eviction', 'pod evicted', '✕') : null,
-    relists.length || ev.some((e) => e.role === 'relist') ? legendItem('mark-relist', 'relist') : null,
-    others.length ? legendItem('mark-other-node', 'a node that kept heartbeating, for contrast') : null);
+    has('.mark.relist') ? legendItem('mark-relist', 'relist') : null,
+    others.length && !feedGap ? legendItem('mark-other-node', 'a node that kept heartbeating, for contrast') : null);
 
   if (evictions.length) {
     const pods = evictions.map((e) => [e.namespace, e.name].filter(Boolean).join('/'));
