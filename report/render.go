@@ -178,8 +178,13 @@ func subjectPairs(s detect.Subjects) []subjectPair {
 	if err != nil {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
+	return orderedPairs(b)
+}
+
+// orderedPairs reads a JSON object's members in their order, with the
+// text of each non-empty value.
+func orderedPairs(obj []byte) []subjectPair {
+	dec := json.NewDecoder(bytes.NewReader(obj))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil
 	}
@@ -190,7 +195,7 @@ func subjectPairs(s detect.Subjects) []subjectPair {
 			return out
 		}
 		key, _ := t.(string)
-		var v any
+		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
 			return out
 		}
@@ -201,35 +206,50 @@ func subjectPairs(s detect.Subjects) []subjectPair {
 	return out
 }
 
-// subjectText renders a subject's value; "" for an empty one.
-func subjectText(v any) string {
-	switch x := v.(type) {
-	case nil:
+// subjectText renders a subject's JSON value; "" for an empty one. A
+// record (rv-rollback's stuck clients) reads "key value, …" in its
+// fields' order; records in a list are separated by semicolons.
+func subjectText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
 		return ""
-	case string:
-		return x
-	case json.Number:
-		if x.String() == "0" {
-			return ""
-		}
-		return x.String()
-	case bool:
-		if !x {
-			return ""
-		}
-		return "yes"
-	case []any:
+	}
+	switch raw[0] {
+	case '{':
 		var parts []string
-		for _, e := range x {
-			if s := subjectText(e); s != "" {
-				parts = append(parts, s)
-			}
+		for _, p := range orderedPairs(raw) {
+			parts = append(parts, p.Key+" "+p.Value)
 		}
 		return strings.Join(parts, ", ")
-	default:
-		b, _ := json.Marshal(x)
-		return string(b)
+	case '[':
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return ""
+		}
+		sep := ", "
+		var parts []string
+		for _, e := range items {
+			if e = bytes.TrimSpace(e); len(e) > 0 && e[0] == '{' {
+				sep = "; "
+			}
+			if t := subjectText(e); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		return strings.Join(parts, sep)
+	case '"':
+		var str string
+		_ = json.Unmarshal(raw, &str)
+		return str
+	case 'n', 'f':
+		return "" // null, false
+	case 't':
+		return "yes"
 	}
+	if string(raw) == "0" {
+		return ""
+	}
+	return string(raw) // a number
 }
 
 func orNone(s string) string {
