@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/auditlens/auditlens/detect"
@@ -184,7 +191,7 @@ func (d *incidentData) rvRollback() {
 // TestUIIncidentCharts draws a heartbeat-loss and an rv-rollback finding
 // in a real browser over the real engine: the nodes' lanes with their
 // heartbeats and gaps, the resourceVersion line with its drop and the
-// clients above it. AUDITLENS_UI_SCREENSHOTS=DIR keeps the screenshots.
+// clients above it. TestUIIncidentScenarios draws the detectors' own findings.
 func TestUIIncidentCharts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the embedded engine and a browser")
@@ -294,7 +301,6 @@ func TestUIIncidentCharts(t *testing.T) {
 		if got.Injected != 0 {
 			t.Errorf("%d elements injected by event data", got.Injected)
 		}
-		b.screenshot("heartbeat-loss", true)
 		b.checkClean()
 	})
 
@@ -365,7 +371,169 @@ func TestUIIncidentCharts(t *testing.T) {
 		if !strings.Contains(strings.Join(got.SubjectLabels, ","), "Head before the drop") {
 			t.Errorf("subject labels %q", got.SubjectLabels)
 		}
-		b.screenshot("rv-rollback", true)
 		b.checkClean()
 	})
+}
+
+// TestUIIncidentScenarios draws the findings the detectors make of
+// generated scenarios at the real time scale: a heartbeat-loss wave with
+// evictions, an etcd restored without --bump-revision and one restored
+// with it. It takes the README's screenshots (AUDITLENS_UI_SCREENSHOTS=DIR,
+// `make screenshots`).
+func TestUIIncidentScenarios(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the embedded engine and a browser")
+	}
+	chromiumPath(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	scenarios := []string{"heartbeat-loss-partial-evictions", "etcd-restore", "etcd-restore-bump"}
+	for _, sc := range scenarios {
+		log := genScenarioLog(t, dir, sc, "--scale", "real")
+		if stdout, stderr, code := runCLI(t, "import", "--store", "chdb://"+filepath.Join(data, "clickhouse"), "--cluster", sc, "--progress", "never", log); code != 0 {
+			t.Fatalf("import %s: exit %d\n%s\n%s", sc, code, stdout, stderr)
+		}
+	}
+	srv := startServe(t, "--data", data, "--detect=false") // import ran the detectors
+	findingOf := func(t *testing.T, detector, cluster string) detect.Finding {
+		t.Helper()
+		var fs []detect.Finding
+		code, lines := srv.get("/api/v1/findings?since=2025-12-01T00:00:00Z&detector=" + detector + "&cluster=" + cluster)
+		if code != 200 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &fs) != nil || len(fs) != 1 {
+			t.Fatalf("the %s finding of %s: %d %.300q", detector, cluster, code, lines)
+		}
+		return fs[0]
+	}
+	b := newBrowser(t, 1280, 900)
+
+	t.Run("heartbeat-loss", func(t *testing.T) {
+		b.t = t
+		f := findingOf(t, "heartbeat-loss", "heartbeat-loss-partial-evictions")
+		var evictions int
+		for _, e := range f.Evidence {
+			if e.Role == detect.RoleEviction {
+				evictions++
+			}
+		}
+		if f.Severity != detect.Critical || f.Subjects.NodesLost < 2 || evictions == 0 {
+			t.Fatalf("the wave: %s, %d nodes lost, %d evictions", f.Severity, f.Subjects.NodesLost, evictions)
+		}
+		b.run(chromedp.Navigate(srv.base + "/findings/" + f.ID))
+		b.waitReady("finding", `document.querySelectorAll("#evidence svg g.node-lane").length > 0`)
+		var got struct {
+			Lanes, WithGap, WithBeats, Others, Evictions, NotReady int
+		}
+		b.eval(`(() => {
+			const lanes = [...document.querySelectorAll("#evidence svg g.node-lane")];
+			return {
+				lanes: lanes.length,
+				withGap: lanes.filter(g => g.querySelector("rect.gap")).length,
+				withBeats: lanes.filter(g => Number(g.dataset.beats) > 0).length,
+				others: document.querySelectorAll("#evidence svg g.other-lane").length,
+				evictions: document.querySelectorAll("#evidence svg .mark.eviction").length,
+				notReady: document.querySelectorAll("#evidence svg .mark.not-ready").length,
+			};
+		})()`, &got)
+		// A lane per lost node, each with its heartbeats read from the
+		// store and its gap; nodes that kept beating; every eviction.
+		if got.Lanes != f.Subjects.NodesLost || got.WithGap != got.Lanes || got.WithBeats != got.Lanes || got.Others == 0 ||
+			got.Evictions != evictions || got.NotReady == 0 {
+			t.Errorf("drawn %+v; the finding: %d nodes lost, %d evictions", got, f.Subjects.NodesLost, evictions)
+		}
+		shotTo(b, "heartbeat-loss", "#evidence")
+		b.checkClean()
+	})
+
+	t.Run("rv-rollback", func(t *testing.T) {
+		b.t = t
+		f := findingOf(t, "rv-rollback", "etcd-restore")
+		if f.Severity != detect.Critical || len(f.Subjects.Stuck) == 0 {
+			t.Fatalf("the restore: %s, %d stuck clients", f.Severity, len(f.Subjects.Stuck))
+		}
+		b.run(chromedp.Navigate(srv.base + "/findings/" + f.ID))
+		b.waitReady("finding", `document.querySelector("#evidence svg .mark.head-after") !== null`)
+		var got struct {
+			Before, After []float64
+			Bands         [][]float64 // y, height
+			Labels        []string
+			DropLabel     string
+			Band          bool
+			StuckRows     int
+		}
+		b.eval(`(() => {
+			const c = el => el ? [parseFloat(el.getAttribute("cx")), parseFloat(el.getAttribute("cy"))] : [];
+			return {
+				before: c(document.querySelector("#evidence svg .mark.head-before")),
+				after: c(document.querySelector("#evidence svg .mark.head-after")),
+				bands: [...document.querySelectorAll("#evidence svg rect.client-band")].map(r => [parseFloat(r.getAttribute("y")), parseFloat(r.getAttribute("height"))]),
+				labels: [...document.querySelectorAll("#evidence svg text.client-label")].map(t => t.firstChild.textContent),
+				dropLabel: document.querySelector("#evidence svg .drop-label")?.textContent ?? "",
+				band: document.querySelector("#evidence svg .future-band") !== null,
+				stuckRows: document.querySelectorAll("[data-subject=stuck] tbody tr").length,
+			};
+		})()`, &got)
+		prev, _ := strconv.ParseInt(f.Subjects.PreviousResourceVersion, 10, 64)
+		next, _ := strconv.ParseInt(f.Subjects.ResourceVersion, 10, 64)
+		if len(got.Before) != 2 || len(got.After) != 2 || !(got.Before[1] < got.After[1]) || got.DropLabel != fmt.Sprintf("dropped by %d", prev-next) || !got.Band {
+			t.Errorf("before %v, after %v, drop label %q (want dropped by %d), band %v", got.Before, got.After, got.DropLabel, prev-next, got.Band)
+		}
+		// Every stuck client above the new head, labelled, and listed.
+		if len(got.Bands) != len(f.Subjects.Stuck) || len(got.Labels) != len(f.Subjects.Stuck) || got.StuckRows != len(f.Subjects.Stuck) {
+			t.Errorf("%d bands, labels %q, %d rows for %d stuck clients", len(got.Bands), got.Labels, got.StuckRows, len(f.Subjects.Stuck))
+		}
+		for _, bd := range got.Bands {
+			if bd[0]+bd[1] >= got.After[1] {
+				t.Errorf("a stuck client's band at y %v, not above the new head at %.1f", bd, got.After[1])
+			}
+		}
+		shotTo(b, "rv-rollback", "#evidence")
+		b.checkClean()
+	})
+
+	t.Run("safe restore", func(t *testing.T) {
+		b.t = t
+		f := findingOf(t, "rv-rollback", "etcd-restore-bump")
+		b.run(chromedp.Navigate(srv.base + "/findings/" + f.ID))
+		b.waitReady("finding", `document.querySelector("#evidence svg .mark.head-after") !== null`)
+		var label string
+		var band bool
+		b.eval(`document.querySelector("#evidence svg .drop-label")?.textContent ?? ""`, &label)
+		b.eval(`document.querySelector("#evidence svg .future-band") !== null`, &band)
+		if f.Severity == detect.Critical || !strings.HasPrefix(label, "jumped by ") || band {
+			t.Errorf("a restore with --bump-revision: %s, label %q, future band %v", f.Severity, label, band)
+		}
+		b.checkClean()
+	})
+}
+
+// shotTo saves the page from its top to the bottom of the card holding
+// sel as NAME.png (in AUDITLENS_UI_SCREENSHOTS, else a temporary
+// directory): the finding and its chart, without the long evidence table.
+func shotTo(b *browser, name, sel string) {
+	b.t.Helper()
+	var bottom float64
+	b.eval(fmt.Sprintf(`(() => { const r = document.querySelector(%q).closest("section").getBoundingClientRect(); return r.bottom + window.scrollY + 12; })()`, sel), &bottom)
+	var width float64
+	b.eval(`document.documentElement.clientWidth`, &width)
+	dir := os.Getenv("AUDITLENS_UI_SCREENSHOTS")
+	if dir == "" {
+		dir = b.t.TempDir()
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	shot := chromedp.Action[[]byte](func(ctx context.Context, t *chromedp.Target) ([]byte, error) {
+		r, err := cdp.Call(ctx, t, page.CaptureScreenshot, page.CaptureScreenshotParams{CaptureBeyondViewport: new(true), FromSurface: new(true),
+			Clip: &page.Viewport{X: 0, Y: 0, Width: width, Height: bottom, Scale: 1}})
+		if err != nil {
+			return nil, err
+		}
+		return r.Data, nil
+	})
+	png, err := chromedp.Run(ctx, shot)
+	if err != nil || len(png) < 1000 {
+		b.t.Fatalf("screenshot %s: %d bytes, %v", name, len(png), err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 }

@@ -13,7 +13,8 @@ const SUBJECT_LABEL = {
 };
 // Detectors whose subjects mean something more specific.
 const DETECTOR_LABEL = {
-  'rv-rollback': { previous_resource_version: 'Head before the drop', resource_version: 'Head after the drop' },
+  'rv-rollback': { previous_resource_version: 'Head before the drop', resource_version: 'Head after the drop', conflicts: 'Conflicts (409)',
+    stuck: 'Clients stuck above the new head' },
   'heartbeat-loss': { nodes_lost: 'Nodes that stopped heartbeating', nodes_seen: 'Nodes seen heartbeating before', pods_evicted: 'Pods evicted' },
 };
 const MONO = ['resource_version', 'previous_resource_version', 'source_ip', 'user_agent', 'api_group'];
@@ -24,6 +25,20 @@ const DRAWERS = {
   'heartbeat-loss': { draw: drawHeartbeatLanes, hint: 'one lane per node · hover a mark or a gap for details' },
   'rv-rollback': { draw: drawRVRollback, hint: 'the cluster’s resourceVersion and the clients above it · hover a point for details' },
 };
+
+// subjectValue shows a subject whatever its shape: text, a list, or a
+// list of records (rv-rollback's stuck clients) as a small table.
+function subjectValue(v) {
+  const text = (x) => (x === null || x === undefined ? '' : Array.isArray(x) ? x.map(text).join(', ') : typeof x === 'object' ? JSON.stringify(x) : String(x));
+  if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === 'object' && !Array.isArray(x))) {
+    const keys = [...new Set(v.flatMap((x) => Object.keys(x)))];
+    return h('table', { class: 'data subject-table' },
+      h('thead', {}, h('tr', {}, ...keys.map((k) => h('th', { scope: 'col' }, k.replace(/_/g, ' '))))),
+      h('tbody', {}, ...v.map((x) => h('tr', {}, ...keys.map((k) => h('td', { class: /rv$|^from$|^until$/.test(k) ? 'mono' : null },
+        /^(from|until)$/.test(k) && Number.isFinite(parseTime(x[k])) ? fmtUTC(x[k], { ms: false }) : text(x[k])))))));
+  }
+  return text(v);
+}
 
 function objectHref(f, o) {
   const a = parseTime(f.first_seen), b = parseTime(f.last_seen);
@@ -72,9 +87,14 @@ export async function render(ctx) {
       subj.user ? h('a', { class: 'button ghost', href: timelineHref(f, { user: subj.user, resource: subj.resource || '' }) }, 'Requests of ' + subj.user) : null));
 
   // Empty subjects (the fixed ones a detector does not use) are left out.
-  const subjRows = Object.keys(subj).filter((k) => subj[k] !== '' && subj[k] !== null && subj[k] !== undefined).map((k) => h('tr', {},
+  // A list of records (rv-rollback's stuck clients) gets a card of its own.
+  const isRecords = (v) => Array.isArray(v) && v.length > 0 && v.every((x) => x && typeof x === 'object' && !Array.isArray(x));
+  const recordCards = Object.keys(subj).filter((k) => isRecords(subj[k])).map((k) => h('section', { class: 'card', dataset: { subject: k } },
+    h('div', { class: 'card-head' }, h('h2', {}, (DETECTOR_LABEL[f.detector] || {})[k] || SUBJECT_LABEL[k] || k)),
+    h('div', { class: 'table-scroll' }, subjectValue(subj[k]))));
+  const subjRows = Object.keys(subj).filter((k) => subj[k] !== '' && subj[k] !== null && subj[k] !== undefined && !isRecords(subj[k])).map((k) => h('tr', {},
     h('th', { scope: 'row' }, (DETECTOR_LABEL[f.detector] || {})[k] || SUBJECT_LABEL[k] || k),
-    h('td', { class: MONO.includes(k) ? 'mono' : null }, typeof subj[k] === 'object' ? JSON.stringify(subj[k]) : String(subj[k]))));
+    h('td', { class: MONO.includes(k) ? 'mono' : null }, subjectValue(subj[k]))));
   const subjects = h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h2', {}, 'Subjects')),
     subjRows.length ? h('table', { class: 'data kv', id: 'subjects' }, h('tbody', {}, ...subjRows)) : h('p', { class: 'muted' }, 'None.'));
 
@@ -119,7 +139,7 @@ export async function render(ctx) {
   ctx.main.append(
     h('p', { class: 'crumbs' }, h('a', { href: link('/') }, 'Timeline'), ' / finding'),
     head,
-    h('div', { class: 'grid-2' }, subjects, objCard),
+    h('div', { class: 'grid-2' }, subjects, objCard), ...recordCards,
     evCard, remediation, evTable);
   if (drawer) await drawer.draw(evBox, f, evBox.clientWidth, ctx.signal);
   else drawEvidence(evBox, f, evBox.clientWidth);

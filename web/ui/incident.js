@@ -355,7 +355,14 @@ export async function drawRVRollback(container, f, width, signal) {
   });
 
   const prevRV = Number(sj.previous_resource_version), newRV = Number(sj.resource_version);
+  // The detector's account of the stuck clients: each program, the
+  // resourceVersions above the new head it asked for, and for how long.
+  const stuck = (Array.isArray(sj.stuck) ? sj.stuck : []).map((c) => ({
+    program: String(c.program || '?'), instances: Number(c.instances) || 0, resources: Array.isArray(c.resources) ? c.resources.map(String) : [],
+    lo: rvOf({ resource_version: c.min_rv }), hi: rvOf({ resource_version: c.max_rv }), from: parseTime(c.from), until: parseTime(c.until),
+  })).filter((c) => Number.isFinite(c.lo) && Number.isFinite(c.hi) && Number.isFinite(c.from));
   const rvs = [...heads.map((p) => p[1]), ...asked.map((p) => p[1]), ...before.map(rvOf), ...after.map(rvOf), ...future.map(rvOf), ...conflictsRV.map(rvOf),
+    ...stuck.flatMap((c) => [c.lo, c.hi]),
     ...[prevRV, newRV].filter((v) => Number.isFinite(v) && v > 0)];
   if (!rvs.length) {
     notes.push('Neither the finding nor the store shows a resourceVersion in this range.');
@@ -388,7 +395,9 @@ export async function drawRVRollback(container, f, width, signal) {
   const hb = before.length ? before[before.length - 1] : null;
   const ha = after.length ? after.find((e) => !hb || timeOf(e) >= timeOf(hb)) || after[0] : null;
   const dropT = ha ? timeOf(ha) : NaN;
-  if (hb && ha) {
+  // A safe restore (--bump-revision) makes the head jump up instead.
+  const dropped = hb && ha && rvOf(ha) < rvOf(hb);
+  if (dropped) {
     // The band of resourceVersions handed out before the restore and not
     // reached again: a client asking for one is "in the future".
     const top = rvOf(hb);
@@ -398,11 +407,17 @@ export async function drawRVRollback(container, f, width, signal) {
     g.appendChild(s('polygon', { class: 'future-band', points: poly.join(' ') },
       s('title', {}, `resourceVersions ${rvOf(ha)}–${top} were handed out before the restore: a client that asks for one is ahead of the cluster`)));
   }
-  if (asked.length > 1) g.appendChild(s('polyline', { class: 'rv-asked', points: pts(asked) }));
+  // What watches asked for, per bucket: dots, not a line (the highest ask
+  // of a bucket jumps between a stuck client's and everyone else's).
+  if (asked.length) {
+    g.appendChild(s('path', { class: 'rv-asked', d: asked.map(([t, v]) => `M${clampX(t).toFixed(1)},${y(v).toFixed(1)}h0.01`).join('') },
+      s('title', {}, 'the highest resourceVersion a watch asked for, per time bucket')));
+  }
   if (heads.length > 1) {
     // Break the line at the drop: the head does not pass through the values between.
-    const pre = Number.isFinite(dropT) ? heads.filter(([t]) => t < dropT) : heads;
-    const post = Number.isFinite(dropT) ? heads.filter(([t]) => t >= dropT) : [];
+    // A bucket that holds the drop mixes both sides: in neither part.
+    const pre = Number.isFinite(dropT) ? heads.filter(([t]) => t + step / 2 <= dropT) : heads;
+    const post = Number.isFinite(dropT) ? heads.filter(([t]) => t - step / 2 >= dropT) : [];
     if (hb && pre.length) pre.push([timeOf(hb), rvOf(hb)]);
     if (ha) post.unshift([timeOf(ha), rvOf(ha)]);
     for (const part of [pre, post]) {
@@ -416,10 +431,11 @@ export async function drawRVRollback(container, f, width, signal) {
   }
   if (hb && ha) {
     const xa = x(timeOf(hb)), xb = x(dropT);
-    g.appendChild(s('line', { class: 'drop-arrow', x1: xa.toFixed(1), y1: y(rvOf(hb)).toFixed(1), x2: xb.toFixed(1), y2: (y(rvOf(ha)) - 6).toFixed(1) }));
-    g.appendChild(s('path', { class: 'drop-head', d: `M${xb.toFixed(1)},${y(rvOf(ha)).toFixed(1)} l-5,-9 l10,0 z` }));
-    const dropBy = rvOf(hb) - rvOf(ha);
-    g.appendChild(s('text', { class: 'drop-label', x: (xb + 8).toFixed(1), y: ((y(rvOf(hb)) + y(rvOf(ha))) / 2).toFixed(1) }, `dropped by ${dropBy}`));
+    g.appendChild(s('line', { class: 'drop-arrow', x1: xa.toFixed(1), y1: y(rvOf(hb)).toFixed(1), x2: xb.toFixed(1), y2: (y(rvOf(ha)) - (rvOf(ha) < rvOf(hb) ? 6 : -6)).toFixed(1) }));
+    const dir = dropped ? 1 : -1; // the arrow's head points down for a drop, up for a jump
+    g.appendChild(s('path', { class: 'drop-head', d: `M${xb.toFixed(1)},${y(rvOf(ha)).toFixed(1)} l-5,${-9 * dir} l10,0 z` }));
+    const by = Math.abs(rvOf(hb) - rvOf(ha));
+    g.appendChild(s('text', { class: 'drop-label', x: (xb + 8).toFixed(1), y: ((y(rvOf(hb)) + y(rvOf(ha))) / 2).toFixed(1) }, `${dropped ? 'dropped' : 'jumped'} by ${by}`));
   }
   for (const e of before) {
     g.appendChild(mark('dot', 'head-before', x(timeOf(e)), y(rvOf(e)), e));
@@ -430,7 +446,10 @@ export async function drawRVRollback(container, f, width, signal) {
   if (hb) g.appendChild(s('text', { class: 'point-label mono label-head-before', x: (x(timeOf(hb)) - 8).toFixed(1), y: (y(rvOf(hb)) - 9).toFixed(1), 'text-anchor': 'end' }, 'head ' + hb.resource_version));
   if (ha) g.appendChild(s('text', { class: 'point-label mono label-head-after', x: (x(dropT) + 8).toFixed(1), y: (y(rvOf(ha)) + 16).toFixed(1) }, 'head ' + ha.resource_version));
 
-  // The clients above: one series per client, labelled at the right edge.
+  // The clients above: the detector's stuck programs, each a band from
+  // its first to its last request at the resourceVersions it asked for;
+  // else one series per client of the future-watch evidence. Labelled at
+  // the right edge.
   const clients = new Map();
   for (const e of future) {
     const k = e.user || '?';
@@ -438,16 +457,31 @@ export async function drawRVRollback(container, f, width, signal) {
     clients.get(k).push(e);
   }
   const labels = [];
-  [...clients.entries()].sort((a, b) => rvOf(b[1][0]) - rvOf(a[1][0]) || byName(a[0], b[0])).forEach(([user, list], i) => {
-    const cg = s('g', { class: 'client', dataset: { user } });
-    const cls = 'c' + (i % 9);
-    const p = list.map((e) => [timeOf(e), rvOf(e)]);
-    if (p.length > 1) cg.appendChild(s('polyline', { class: 'client-line ' + cls, points: pts(p) }));
-    for (const e of list) cg.appendChild(mark('dot', 'future-watch ' + cls, x(timeOf(e)), y(rvOf(e)), e));
-    const last = list[list.length - 1];
-    labels.push({ g: cg, cls, user, y: y(rvOf(last)), x: x(timeOf(last)), rv: last.resource_version });
-    g.appendChild(cg);
-  });
+  if (stuck.length) {
+    for (const e of future) g.appendChild(mark('dot', 'future-watch', x(timeOf(e)), y(rvOf(e)), e));
+    stuck.slice().sort((a, b) => b.hi - a.hi || byName(a.program, b.program)).forEach((c, i) => {
+      const cls = 'c' + (i % 9);
+      const cg = s('g', { class: 'client stuck', dataset: { user: c.program } });
+      const until = Number.isFinite(c.until) ? c.until : c.from;
+      const xa = clampX(c.from), xb = Math.max(clampX(until), xa + 2), ya = y(c.hi), yb = Math.max(y(c.lo), ya + 3);
+      cg.appendChild(s('rect', { class: 'client-band ' + cls, x: xa.toFixed(1), y: ya.toFixed(1), width: (xb - xa).toFixed(1), height: (yb - ya).toFixed(1) },
+        s('title', {}, `${c.program}${c.instances > 1 ? ` (${c.instances} instances)` : ''} on ${c.resources.join(', ')}: asked for resourceVersions ` +
+          `${c.lo}–${c.hi}, above the new head, from ${fmtUTC(c.from)} to ${fmtUTC(until, { date: false })} UTC (${fmtDuration(until - c.from)})`)));
+      labels.push({ g: cg, cls, name: c.program + (c.instances > 1 ? ` ×${c.instances}` : ''), y: (ya + yb) / 2, x: xb, title: `${c.program}: resourceVersions ${c.lo}–${c.hi}` });
+      g.appendChild(cg);
+    });
+  } else {
+    [...clients.entries()].sort((a, b) => rvOf(b[1][0]) - rvOf(a[1][0]) || byName(a[0], b[0])).forEach(([user, list], i) => {
+      const cg = s('g', { class: 'client', dataset: { user } });
+      const cls = 'c' + (i % 9);
+      const p = list.map((e) => [timeOf(e), rvOf(e)]);
+      if (p.length > 1) cg.appendChild(s('polyline', { class: 'client-line ' + cls, points: pts(p) }));
+      for (const e of list) cg.appendChild(mark('dot', 'future-watch ' + cls, x(timeOf(e)), y(rvOf(e)), e));
+      const last = list[list.length - 1];
+      labels.push({ g: cg, cls, name: clientName(user), y: y(rvOf(last)), x: x(timeOf(last)), title: `${user} asked for resourceVersion ${last.resource_version}` });
+      g.appendChild(cg);
+    });
+  }
   // Labels in the right margin, pushed apart so that none overlaps.
   labels.sort((a, b) => a.y - b.y);
   let prevY = -Infinity;
@@ -456,7 +490,7 @@ export async function drawRVRollback(container, f, width, signal) {
     prevY = ly;
     const lx = width - m.r + 8;
     l.g.appendChild(s('line', { class: 'client-leader ' + l.cls, x1: l.x.toFixed(1), x2: (lx - 3).toFixed(1), y1: l.y.toFixed(1), y2: (ly - 4).toFixed(1) }));
-    l.g.appendChild(s('text', { class: 'client-label ' + l.cls, x: lx, y: ly.toFixed(1) }, clip(clientName(l.user), 24), s('title', {}, `${l.user} asked for resourceVersion ${l.rv}`)));
+    l.g.appendChild(s('text', { class: 'client-label ' + l.cls, x: lx, y: ly.toFixed(1) }, clip(l.name, 24), s('title', {}, l.title)));
   }
   for (const e of conflictsRV) g.appendChild(mark('cross', 'conflict', x(timeOf(e)), y(rvOf(e)), e));
   svg.appendChild(g);
@@ -492,8 +526,9 @@ export async function drawRVRollback(container, f, width, signal) {
     asked.length ? legendItem('mark-rv-asked', 'highest resourceVersion a watch asked for') : null,
     hb ? legendItem('mark-head-before', 'head before the drop') : null,
     ha ? legendItem('mark-head-after', 'head after the drop') : null,
-    hb && ha ? legendItem('mark-future-band', 'resourceVersions handed out before the restore') : null,
-    future.length ? legendItem('mark-future-watch', 'a client watching from above the new head') : null,
+    dropped ? legendItem('mark-future-band', 'resourceVersions handed out before the restore') : null,
+    stuck.length ? legendItem('mark-client-band', 'a client stuck above the new head (first to last request)') : null,
+    future.length ? legendItem('mark-future-watch' + (stuck.length ? ' stuck' : ''), stuck.length ? 'a watch from above the new head' : 'a client watching from above the new head') : null,
     ev.some((e) => e.role === 'conflict') ? legendItem('mark-conflict', 'conflict (409)', '✕') : null);
 
   const summary = [];
@@ -501,9 +536,16 @@ export async function drawRVRollback(container, f, width, signal) {
     const b = hb ? rvOf(hb) : prevRV, a = ha ? rvOf(ha) : newRV;
     summary.push(h('li', { class: 'drop' }, h('strong', {}, 'Head '), h('span', { class: 'mono' }, String(b)),
       hb ? ` at ${fmtUTC(hb.time, { date: false })} UTC` : '', ' → ', h('span', { class: 'mono' }, String(a)),
-      ha ? ` at ${fmtUTC(ha.time, { date: false })} UTC` : '', Number.isFinite(a) && Number.isFinite(b) ? ` (dropped by ${b - a})` : ''));
+      ha ? ` at ${fmtUTC(ha.time, { date: false })} UTC` : '', Number.isFinite(a) && Number.isFinite(b) ? (a < b ? ` (dropped by ${b - a})` : ` (jumped by ${a - b})`) : ''));
   }
-  for (const [user, list] of clients) {
+  for (const c of stuck) {
+    const until = Number.isFinite(c.until) ? c.until : c.from;
+    summary.push(h('li', { class: 'client-line-text', dataset: { user: c.program } }, h('strong', { class: 'mono' }, c.program),
+      c.instances > 1 ? ` (${c.instances} instances)` : '', ` on ${c.resources.join(', ')}: asked for resourceVersions `,
+      h('span', { class: 'mono' }, c.lo === c.hi ? String(c.lo) : `${c.lo}–${c.hi}`),
+      `, above the new head, ${fmtUTC(c.from, { date: false, ms: false })} – ${fmtUTC(until, { date: false, ms: false })} UTC (${fmtDuration(until - c.from)})`));
+  }
+  for (const [user, list] of stuck.length ? [] : clients) {
     const rvList = [...new Set(list.map((e) => e.resource_version))];
     const a = timeOf(list[0]), b = timeOf(list[list.length - 1]);
     summary.push(h('li', { class: 'client-line-text', dataset: { user } }, h('strong', { class: 'mono' }, user), ': watched from resourceVersion ',
