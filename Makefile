@@ -40,7 +40,7 @@ chromium:
 ## screenshots: rewrite the UI screenshots in docs/screenshots/
 screenshots: chdb chromium
 	mkdir -p docs/screenshots
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestUIInBrowser ./cmd/auditlens/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestUIInBrowser|TestUIIncidentScenarios' ./cmd/auditlens/
 
 ## e2e-bins: build the pinned kube-apiserver, kube-controller-manager and etcd
 ## into the user cache
