@@ -208,28 +208,37 @@ func (e *hbEval) filterIntent(ctx context.Context, cluster string, losses []*hbL
 	slices.Sort(nodes)
 	nodes = slices.Compact(nodes)
 	w := Window{Since: micros(from).Add(-cfg.IntentBefore), Until: micros(until).Add(time.Microsecond)}
-	writes, err := e.d.selectNodeWrites(ctx, e.q, w, cluster, nodes)
+	intent, err := e.d.selectIntent(ctx, e.q, w, cluster, nodes)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(losses, func(l *hbLoss) bool {
-		nw, ok := writes[l.Node]
-		if !ok {
-			return false
+	losses = slices.DeleteFunc(losses, func(l *hbLoss) bool {
+		return slices.ContainsFunc(intent[l.Node], func(t int64) bool { return t >= l.From-usIn(cfg.IntentBefore) && t <= l.end(head) })
+	})
+	if len(losses) == 0 {
+		return nil, nil
+	}
+	// Requests in the gap after the next heartbeat was due (until then the
+	// connection may still have worked) and an interval before its end (a
+	// returning kubelet relists before its next heartbeat). A node with
+	// two gaps in the span is asked about its first.
+	var names []string
+	var lo, hi []int64
+	asked := map[string]int64{}
+	from, until = losses[0].From, int64(0)
+	for _, l := range losses {
+		if _, ok := asked[l.Node]; ok {
+			continue
 		}
-		end := l.end(head)
-		for _, t := range nw.IntentT {
-			if t >= l.From-usIn(cfg.IntentBefore) && t <= end {
-				return true
-			}
-		}
-		// Requests in the gap after the next heartbeat was due (until then
-		// the connection may still have worked) and an interval before its
-		// end (a returning kubelet relists before its next heartbeat).
-		lo, hi := (l.From+l.Interval)/1_000_000+1, (end-l.Interval)/1_000_000
-		i, _ := slices.BinarySearch(nw.ActiveS, lo)
-		return i < len(nw.ActiveS) && nw.ActiveS[i] < hi
-	}), nil
+		asked[l.Node] = l.From
+		names, lo, hi = append(names, l.Node), append(lo, l.From+l.Interval+1_000_000), append(hi, l.end(head)-l.Interval)
+		from, until = min(from, l.From), max(until, l.end(head))
+	}
+	active, err := selectActive(ctx, e.q, Window{Since: micros(from), Until: micros(until).Add(time.Microsecond)}, cluster, names, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(losses, func(l *hbLoss) bool { return active[l.Node] && asked[l.Node] == l.From }), nil
 }
 
 // splitFeedSilence tells apart the gaps that the audit feed's own
