@@ -46,6 +46,19 @@ func checkHeartbeat(t *testing.T, want []scenario.HeartbeatWave, got []detect.Fi
 		if f.Detector != detect.HeartbeatLossName {
 			t.Errorf("detector %s", f.Detector)
 		}
+		if w.Unconfirmed {
+			if f.Severity != detect.Info || !strings.Contains(f.Title, "did not react") {
+				t.Errorf("nodes of a lost apiserver feed reported as %s %q", f.Severity, f.Title)
+			}
+			var nodes []string
+			for _, o := range f.Objects {
+				nodes = append(nodes, o.Name)
+			}
+			if !slices.Equal(nodes, w.Nodes) || !f.FirstSeen.Equal(w.Start) {
+				t.Errorf("nodes %v from %s, want %v from %s", nodes, f.FirstSeen, w.Nodes, w.Start)
+			}
+			continue
+		}
 		if w.FeedGap {
 			if f.Severity != detect.Info || !strings.HasPrefix(f.Title, "Audit feed gap") {
 				t.Errorf("feed silence reported as %s %q", f.Severity, f.Title)

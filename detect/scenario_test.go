@@ -81,6 +81,7 @@ var scenarioCases = map[string]struct {
 	"heartbeat-drain-maintenance":      {},
 	"heartbeat-scale-down":             {},
 	"heartbeat-feed-silent":            {},
+	"heartbeat-apiserver-feed-lost":    {},
 	"heartbeat-quiet-slow-status":      {},
 }
 
