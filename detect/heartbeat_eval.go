@@ -20,7 +20,6 @@ type hbLoss struct {
 	Interval int64 `json:"interval"`
 	Thr      int64 `json:"thr"`
 
-	cluster string
 	silence [2]int64 // the feed silence that explains the gap, when one does
 }
 
@@ -107,11 +106,11 @@ func (e *hbEval) run(ctx context.Context, st StateStore) ([]Finding, error) {
 		}
 		for j := range n.GapFrom {
 			byCluster[n.Cluster] = append(byCluster[n.Cluster], &hbLoss{Node: n.Node, From: n.GapFrom[j], To: at(n.GapTo, j),
-				Interval: n.Median, Thr: n.Thr, cluster: n.Cluster})
+				Interval: n.Median, Thr: n.Thr})
 		}
 		if head, ok := e.heads[n.Cluster]; ok && head-n.LastT > n.Thr+usIn(cfg.Settle) {
 			byCluster[n.Cluster] = append(byCluster[n.Cluster], &hbLoss{Node: n.Node, From: n.LastT, Interval: n.Median,
-				Thr: n.Thr, cluster: n.Cluster})
+				Thr: n.Thr})
 		}
 	}
 
@@ -287,14 +286,21 @@ func (e *hbEval) splitFeedSilence(ctx context.Context, cluster string, losses []
 func (e *hbEval) group(cluster string, losses []*hbLoss, nodes map[string]*hbNode) []*hbWave {
 	cfg := e.d.cfg
 	slices.SortFunc(losses, func(a, b *hbLoss) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.Node, b.Node)) })
+	within := func(l *hbLoss) int64 { return max(usIn(cfg.WaveWithin), l.Interval) }
 	joins := func(wv *hbWave, l *hbLoss) bool {
-		return wv.Cluster == cluster && l.From >= wv.Start && l.From-wv.Start <= max(usIn(cfg.WaveWithin), l.Interval) &&
-			wv.member(l.Node) == nil
+		return wv.Cluster == cluster && l.From >= wv.Start && l.From-wv.Start <= within(l) && wv.member(l.Node) == nil
 	}
 	var fresh []*hbWave
 	for _, l := range losses {
-		if i := slices.IndexFunc(e.mem, func(wv *hbWave) bool { return joins(wv, l) }); i >= 0 {
+		// A remembered wave takes a loss that a later window showed (a
+		// node with a longer interval is found lost later), even one that
+		// began a little before the wave's first: the wave starts earlier
+		// then, under the same ID.
+		if i := slices.IndexFunc(e.mem, func(wv *hbWave) bool {
+			return wv.Cluster == cluster && wv.member(l.Node) == nil && l.From >= wv.Start-within(l) && l.From-wv.Start <= within(l)
+		}); i >= 0 {
 			e.mem[i].Members = append(e.mem[i].Members, l)
+			e.mem[i].Start = min(e.mem[i].Start, l.From)
 			e.mem[i].changed = true
 			continue
 		}

@@ -371,9 +371,6 @@ func (d *HeartbeatLoss) loadWaves(ctx context.Context, st StateStore, w Window) 
 		if wv.ID != r.Key || wv.Cluster != r.Cluster {
 			continue // not what this version of the detector wrote
 		}
-		for _, m := range wv.Members {
-			m.cluster = wv.Cluster
-		}
 		out = append(out, &wv)
 	}
 	return out, nil
