@@ -111,6 +111,28 @@ type Subjects struct {
 	// LifecycleActive: the node-lifecycle controller's identity made
 	// requests during the wave, so its reaction to lost nodes would show.
 	LifecycleActive bool `json:"lifecycle_active,omitempty"`
+	// Conflicts counts the writes answered 409 Conflict, and Relists the
+	// lists, that an incident caused (rv-rollback: after the drop).
+	Conflicts int `json:"conflicts,omitempty"`
+	Relists   int `json:"relists,omitempty"`
+	// Stuck are, for rv-rollback, the clients left watching or listing
+	// from resourceVersions above the new head, by program.
+	Stuck []StuckClient `json:"stuck,omitempty"`
+}
+
+// StuckClient is one program's requests from resourceVersions above a
+// rolled-back cluster's head: from when, until when (the head passed the
+// resourceVersion, or its last such request ended), how many instances
+// (users and addresses), which resources, and the lowest and highest
+// resourceVersion asked for.
+type StuckClient struct {
+	Program   string    `json:"program"`
+	Instances int       `json:"instances"`
+	Resources []string  `json:"resources"`
+	MinRV     string    `json:"min_rv"`
+	MaxRV     string    `json:"max_rv"`
+	From      time.Time `json:"from"`
+	Until     time.Time `json:"until"`
 }
 
 // Object names one API object.

@@ -101,16 +101,16 @@ func (d *HeartbeatLoss) selectNodes(ctx context.Context, q Querier, span Window)
 	return out, err
 }
 
-// headSQL is the time of each cluster's latest event in the window: how
+// feedHeadSQL is the time of each cluster's latest event in the window: how
 // far its audit feed reaches. The window starts where an open gap could
 // begin to matter, so the engine reads little (the sort key holds the
 // hour).
-const headSQL = `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS head FROM audit_events WHERE %WINDOW% GROUP BY cluster`
+const feedHeadSQL = `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS head FROM audit_events WHERE %WINDOW% GROUP BY cluster`
 
 func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, error) {
 	p := store.Params{}
 	out := map[string]int64{}
-	err := selectRows(ctx, q, "audit feed heads", strings.Replace(headSQL, "%WINDOW%", windowParams(w, p), 1), p,
+	err := selectRows(ctx, q, "audit feed heads", strings.Replace(feedHeadSQL, "%WINDOW%", windowParams(w, p), 1), p,
 		func(r struct {
 			Cluster string `json:"cluster"`
 			Head    int64  `json:"head"`
