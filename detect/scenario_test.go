@@ -87,6 +87,7 @@ var scenarioCases = map[string]struct {
 	"heartbeat-drain-maintenance":      {},
 	"heartbeat-scale-down":             {},
 	"heartbeat-feed-silent":            {},
+	"heartbeat-apiserver-feed-lost":    {},
 	"heartbeat-quiet-slow-status":      {},
 	// etcd restores and their look-alikes (internal/scenario/rollback.go):
 	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
