@@ -75,14 +75,23 @@ func (e rbEvent) code() int {
 	return e.ResponseStatus.Code
 }
 
-// requestedRV is the resourceVersion a list or watch asked for.
-func (e rbEvent) requestedRV() int64 {
+func (e rbEvent) query() url.Values {
 	u, err := url.ParseRequestURI(e.RequestURI)
 	if err != nil {
-		return 0
+		return nil
 	}
-	n, _ := strconv.ParseInt(u.Query().Get("resourceVersion"), 10, 64)
+	return u.Query()
+}
+
+// requestedRV is the resourceVersion a list or watch asked for.
+func (e rbEvent) requestedRV() int64 {
+	n, _ := strconv.ParseInt(e.query().Get("resourceVersion"), 10, 64)
 	return n
+}
+
+// watchList: a watch that starts with the current state (sendInitialEvents).
+func (e rbEvent) watchList() bool {
+	return e.Verb == "watch" && e.query().Get("sendInitialEvents") == "true"
 }
 
 // bodyRV is the resourceVersion a write sent (objectRef, from the body).
@@ -139,6 +148,10 @@ type rollbackView struct {
 	// FutureWatches are the watches started after the restart from above
 	// the head of their moment.
 	FutureWatches []rbWatchView
+	// OldWatches are the watches started after the restart from a
+	// resourceVersion handed out since the snapshot: above the snapshot's,
+	// at most the head before.
+	OldWatches []rbWatchView
 	// LeaseConflicts are the Lease updates answered 409 after the restart.
 	LeaseConflicts []rbEvent
 	// LeaseRetries are the successful Lease updates that followed them:
@@ -164,8 +177,8 @@ type rbWatchView struct {
 
 // viewRollback reads the restore off the audit log: the events received
 // before the apiserver's stop, and those after, where the head starts at
-// etcd's restored revision.
-func viewRollback(events []rbEvent, stopped time.Time, restoredHead int64) rollbackView {
+// etcd's restored revision; snapshot is the snapshot's revision.
+func viewRollback(events []rbEvent, stopped time.Time, snapshot, restoredHead int64) rollbackView {
 	v := rollbackView{Relists: map[string]int{}, KCMWrites: map[string]int{}}
 	completes := map[string]rbEvent{}
 	for _, e := range events {
@@ -198,21 +211,27 @@ func viewRollback(events []rbEvent, stopped time.Time, restoredHead int64) rollb
 			}
 			continue
 		}
-		if e.Stage == "ResponseComplete" && (e.Verb == "list" || e.Verb == "watch") {
-			if u, err := url.ParseRequestURI(e.RequestURI); err == nil &&
-				(e.Verb == "list" && u.Query().Get("resourceVersion") != "0" || u.Query().Get("sendInitialEvents") == "true") {
-				v.Relists[e.User.Username]++
-			}
+		if e.Stage == "ResponseComplete" && (e.Verb == "list" && e.query().Get("resourceVersion") != "0" || e.watchList()) {
+			v.Relists[e.User.Username]++
 		}
 		switch {
 		case e.Verb == "watch" && e.Stage == "ResponseStarted":
-			if rv := e.requestedRV(); rv > head {
-				w := rbWatchView{User: e.User.Username, UserAgent: e.UserAgent, Resource: e.resource(), RV: rv, Head: head, Start: e.At}
-				if c, ok := completes[e.AuditID]; ok {
-					w.Duration = c.At.Sub(e.At)
-					w.Code = c.code()
-				}
+			rv := e.requestedRV()
+			w := rbWatchView{User: e.User.Username, UserAgent: e.UserAgent, Resource: e.resource(), RV: rv, Head: head, Start: e.At}
+			if c, ok := completes[e.AuditID]; ok {
+				w.Duration = c.At.Sub(e.At)
+				w.Code = c.code()
+			}
+			// A watch-list (sendInitialEvents) asks for a state at least as
+			// new as rv: a relist, counted below, not a resumption.
+			if e.watchList() {
+				break
+			}
+			if rv > head {
 				v.FutureWatches = append(v.FutureWatches, w)
+			}
+			if rv > snapshot && rv <= v.HeadBefore {
+				v.OldWatches = append(v.OldWatches, w)
 			}
 		case e.resource() == "leases" && e.Verb == "update" && e.Stage == "ResponseComplete" && e.ObjectRef.Namespace == "kube-node-lease":
 			switch e.code() {
@@ -227,7 +246,8 @@ func viewRollback(events []rbEvent, stopped time.Time, restoredHead int64) rollb
 			}
 		}
 		if e.User.Username == kcmID.user && e.Stage == "ResponseComplete" && slices.Contains([]string{"create", "update", "patch", "delete"}, e.Verb) {
-			v.KCMWrites[fmt.Sprintf("%s %s %d", e.Verb, e.resource(), e.code())]++
+			ctrl := e.UserAgent[strings.LastIndexByte(e.UserAgent, '/')+1:]
+			v.KCMWrites[fmt.Sprintf("%s: %s %s %d", ctrl, e.Verb, e.resource(), e.code())]++
 		}
 	}
 	return v
@@ -247,6 +267,13 @@ func (v rollbackView) describe(t0 time.Time) string {
 		}
 		fmt.Fprintf(&b, "\n    %+.1fs %s %s from %d (head %d) %s", w.Start.Sub(t0).Seconds(), w.User, w.Resource, w.RV, w.Head, d)
 	}
+	short := 0
+	for _, w := range v.OldWatches {
+		if w.Duration > 0 && w.Duration < 5*time.Second {
+			short++
+		}
+	}
+	fmt.Fprintf(&b, "\n  %d watches from resourceVersions handed out since the snapshot, %d of them ended within 5 s", len(v.OldWatches), short)
 	fmt.Fprintf(&b, "\n  %d Lease updates answered 409:", len(v.LeaseConflicts))
 	for _, e := range v.LeaseConflicts {
 		fmt.Fprintf(&b, " %s@%d", e.name(), e.bodyRV())
@@ -256,7 +283,15 @@ func (v rollbackView) describe(t0 time.Time) string {
 		fmt.Fprintf(&b, " %s@%d", e.name(), e.bodyRV())
 	}
 	fmt.Fprintf(&b, "\n  lists and watch-lists after the restart by user: %v", v.Relists)
-	fmt.Fprintf(&b, "\n  kube-controller-manager's writes after the restart: %v", v.KCMWrites)
+	keys := make([]string, 0, len(v.KCMWrites))
+	for k := range v.KCMWrites {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	fmt.Fprintf(&b, "\n  kube-controller-manager's writes after the restart:")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "\n    %s ×%d", k, v.KCMWrites[k])
+	}
 	return b.String()
 }
 
@@ -265,13 +300,21 @@ func (v rollbackView) describe(t0 time.Time) string {
 func rollbackObserve(t *testing.T, auditLog string, exp rollbackExpectation) {
 	t.Helper()
 	rb := exp.RVRollback
-	v := viewRollback(readRBEvents(t, auditLog), rb.APIServerStopped, rb.EtcdHeadRestored)
+	v := viewRollback(readRBEvents(t, auditLog), rb.APIServerStopped, rb.SnapshotRevision, rb.EtcdHeadRestored)
 	t.Logf("the audit log of %s shows: %s", exp.Scenario, v.describe(rb.Restarted))
 	if v.HeadBefore < rb.SnapshotRevision || v.HeadBefore > rb.EtcdHeadBefore {
 		t.Errorf("the head before the restore in the audit log, %d, is not between the snapshot's %d and etcd's %d", v.HeadBefore, rb.SnapshotRevision, rb.EtcdHeadBefore)
 	}
 	if v.FirstAfter < rb.EtcdHeadRestored {
 		t.Errorf("the first resourceVersion after the restore in the audit log, %d, is below the restored etcd's %d", v.FirstAfter, rb.EtcdHeadRestored)
+	}
+	// Watches from the resourceVersions handed out since the snapshot:
+	// without bump the apiserver accepts them and they stay open, silent,
+	// until the head passes them; with bump they end at once (410 Gone
+	// inside a 200) and the clients relist.
+	longest := time.Duration(0)
+	for _, w := range v.OldWatches {
+		longest = max(longest, w.Duration)
 	}
 	if rb.Bump == 0 {
 		if v.FirstAfter >= v.HeadBefore {
@@ -280,8 +323,16 @@ func rollbackObserve(t *testing.T, auditLog string, exp rollbackExpectation) {
 		if len(v.LeaseConflicts) == 0 || len(v.FutureWatches) == 0 {
 			t.Errorf("a restore without bump: %d Lease conflicts and %d watches from above the head in the audit log, want some of each", len(v.LeaseConflicts), len(v.FutureWatches))
 		}
-	} else if v.FirstAfter <= v.HeadBefore {
-		t.Errorf("a bumped restore: head %d before, %d after", v.HeadBefore, v.FirstAfter)
+		if longest < 15*time.Second {
+			t.Errorf("a restore without bump: the longest of %d watches from resourceVersions handed out since the snapshot lasted %s, want them left open (15 s or more)", len(v.OldWatches), longest)
+		}
+	} else {
+		if v.FirstAfter <= v.HeadBefore {
+			t.Errorf("a bumped restore: head %d before, %d after", v.HeadBefore, v.FirstAfter)
+		}
+		if len(v.OldWatches) == 0 || longest > 5*time.Second {
+			t.Errorf("a bumped restore: %d watches from resourceVersions handed out before it, the longest lasted %s; want them ended at once", len(v.OldWatches), longest)
+		}
 	}
 }
 
@@ -458,8 +509,8 @@ func rollbackFindingsAPI(r *receiver, cluster string) ([]detect.Finding, error) 
 // previous_resource_version the head before the restore (between the
 // highest resourceVersion the driver was answered and etcd's revision when
 // the apiserver stopped), its resource_version the head after (from the
-// snapshot's revision up to the first resourceVersion the driver got after
-// the restart), with evidence of the heads, the watches from the future
+// snapshot's revision up to etcd's revision rollbackSoonAfter after the
+// restart), with evidence of the heads, the watches from the future
 // and the Lease conflicts. With bump: no critical finding of any detector;
 // an rv-rollback finding at most informational.
 func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
@@ -498,9 +549,9 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 		problems = append(problems, fmt.Sprintf("previous_resource_version %q, want the head before the restore: between %d (the driver's highest) and %d (etcd's)",
 			f.Subjects.PreviousResourceVersion, rb.DriverMaxBefore, rb.EtcdHeadBefore))
 	}
-	if after < rb.SnapshotRevision || after > rb.DriverFirstAfter {
-		problems = append(problems, fmt.Sprintf("resource_version %q, want the head after the restore: between %d (the snapshot's) and %d (the driver's first after)",
-			f.Subjects.ResourceVersion, rb.SnapshotRevision, rb.DriverFirstAfter))
+	if after < rb.SnapshotRevision || after > rb.EtcdHeadSoonAfter {
+		problems = append(problems, fmt.Sprintf("resource_version %q, want the head after the restore: between %d (the snapshot's) and %d (etcd's %s after the restart)",
+			f.Subjects.ResourceVersion, rb.SnapshotRevision, rb.EtcdHeadSoonAfter, rollbackSoonAfter))
 	}
 	roles := map[string]int{}
 	for _, e := range f.Evidence {
