@@ -37,7 +37,7 @@ import (
 //     410 Gone and relist.
 //
 // What the audit log showed in the runs that recorded the fixtures is
-// written down at rollbackObserved below.
+// written down below rvRollback.
 
 // etcdctl and etcdutl, set by setup (main_test.go) beside etcd.
 var etcdctlBin, etcdutlBin string
@@ -114,12 +114,14 @@ type expectedRollback struct {
 	// DriverFirstAfter is the first resourceVersion the driver's clients
 	// were answered after the restart.
 	DriverFirstAfter int64 `json:"driver_first_after"`
-	// Snapshot is when the snapshot was taken; APIServerStopped when
-	// kube-apiserver was told to stop; Restarted when the restarted one
-	// was ready.
-	Snapshot         time.Time `json:"snapshot"`
-	APIServerStopped time.Time `json:"apiserver_stopped"`
-	Restarted        time.Time `json:"restarted"`
+	// Snapshot is when the snapshot was taken; APIServerStopping when
+	// kube-apiserver was sent SIGTERM (it serves on for a moment);
+	// APIServerStopped when it had exited, so that every event it logged
+	// was received before; Restarted when the restarted one was ready.
+	Snapshot          time.Time `json:"snapshot"`
+	APIServerStopping time.Time `json:"apiserver_stopping"`
+	APIServerStopped  time.Time `json:"apiserver_stopped"`
+	Restarted         time.Time `json:"restarted"`
 	// LeaseConflicts counts the fake kubelets' Lease PUTs answered 409
 	// after the restart, each followed by a re-GET and a retry.
 	LeaseConflicts int `json:"lease_conflicts"`
@@ -178,6 +180,9 @@ type rollbackResult struct {
 	ended    time.Time
 }
 
+// runRollback runs one restore on its own cluster sending to recv, checks
+// what the audit log shows and that serve stored it whole, and records the
+// fixture when asked; nil when the scenario failed.
 func runRollback(t *testing.T, ca *testCA, dir string, recv *receiver, name string, bump int64) *rollbackResult {
 	start := time.Now()
 	cluster := "e2e-" + name
@@ -290,8 +295,9 @@ func rvRollback(d *driver, bump int64) rollbackExpectation {
 	// etcd's head, stop etcd, restore the snapshot into a new data
 	// directory, start etcd on it and the apiserver again on the same
 	// address. The controller-manager and the kubelets keep running.
-	stopped := time.Now()
+	stopping := time.Now()
 	d.must(d.c.apiserver.stop(90 * time.Second))
+	stopped := time.Now()
 	headBefore := etcdRevision(t, etcdURL)
 	maxBefore := rec.max()
 	d.must(d.c.etcd.stop(30 * time.Second))
@@ -312,8 +318,8 @@ func rvRollback(d *driver, bump int64) rollbackExpectation {
 	d.c.apiserver = startProc(t, d.c.dir, "kube-apiserver", kubeAPIServerBin, d.c.apiserver.cmd.Args[1:]...)
 	waitAPIServer(d)
 	restarted := time.Now()
-	t.Logf("restore (bump %d): apiserver stopped at etcd revision %d (driver saw up to %d); restored etcd at revision %d; apiserver ready again %.1fs after it was stopped",
-		bump, headBefore, maxBefore, headRestored, restarted.Sub(stopped).Seconds())
+	t.Logf("restore (bump %d): apiserver stopped at etcd revision %d (driver saw up to %d); restored etcd at revision %d; apiserver exited %.1fs after SIGTERM and was ready again %.1fs after",
+		bump, headBefore, maxBefore, headRestored, stopped.Sub(stopping).Seconds(), restarted.Sub(stopping).Seconds())
 	if bump == 0 && headRestored != snapRev || bump > 0 && headRestored != snapRev+bump {
 		t.Errorf("restored etcd at revision %d, want the snapshot's %d + bump %d", headRestored, snapRev, bump)
 	}
@@ -354,17 +360,17 @@ func rvRollback(d *driver, bump int64) rollbackExpectation {
 	conflicts := 0
 	for _, k := range kubelets {
 		for _, r := range k.renewals() {
-			if r.code == http.StatusConflict && r.at.After(stopped) {
+			if r.code == http.StatusConflict && r.at.After(stopping) {
 				conflicts++
 			}
 		}
-		t.Logf("kubelet %s (every %s): %s", k.node, k.every, describeRenewals(k.renewals(), stopped))
+		t.Logf("kubelet %s (every %s): %s", k.node, k.every, describeRenewals(k.renewals(), stopping))
 	}
 	stale := 0
 	for _, pr := range watchers {
-		t.Logf("%s watching %s: %s", pr.a.id.user, pr.path, describeWatchesRB(pr.watches(), stopped))
+		t.Logf("%s watching %s: %s", pr.a.id.user, pr.path, describeWatchesRB(pr.watches(), stopping))
 		for _, w := range pr.watches() {
-			if w.start.After(stopped) && w.aboveHead {
+			if w.start.After(stopping) && w.aboveHead {
 				stale++
 			}
 		}
@@ -374,7 +380,8 @@ func rvRollback(d *driver, bump int64) rollbackExpectation {
 	first := rec.firstAfter()
 	exp := rollbackExpectation{RVRollback: &expectedRollback{
 		Bump: bump, SnapshotRevision: snapRev, EtcdHeadBefore: headBefore, EtcdHeadRestored: headRestored, EtcdHeadSoonAfter: headSoonAfter,
-		DriverMaxBefore: maxBefore, DriverFirstAfter: first, Snapshot: snapAt, APIServerStopped: stopped, Restarted: restarted,
+		DriverMaxBefore: maxBefore, DriverFirstAfter: first, Snapshot: snapAt,
+		APIServerStopping: stopping, APIServerStopped: stopped, Restarted: restarted,
 		LeaseConflicts: conflicts, StaleWatches: stale,
 	}}
 	desc := fmt.Sprintf("the real kube-controller-manager, six fake kubelets renewing Leases every 2-10 s and clients watching Services, Endpoints and ConfigMaps; "+
@@ -404,58 +411,61 @@ func rvRollback(d *driver, bump int64) rollbackExpectation {
 
 // What the apiserver's audit log showed in the runs that recorded the
 // fixtures (etcd 3.6.16, kube-apiserver and kube-controller-manager
-// 1.37.2; rollbackObserve logs the same view for every run, and checks the
-// parts that held in every run). Times are from the restarted apiserver's
-// readiness; the apiserver was away for 6-8 s.
+// 1.37.2; rollbackObserve logs the same view for every run and checks the
+// parts that held in every run). The apiserver exited 2 s after SIGTERM
+// and was ready again 7-8 s after it; times below are from then.
 //
 // Without --bump-revision (fixtures/rv-rollback): snapshot at revision
-// 366, head 670 when the apiserver stopped, etcd restored at 366.
-//   - The head in write responses fell from 668 to 367-371 and took 55 s to
-//     pass 668 again; every resourceVersion in between was handed out twice.
+// 370, etcd's head 674 when the apiserver had stopped (671 the highest in
+// the audit log), etcd restored at 370.
+//   - The head in write responses fell from 671 to 373-375 and took 54 s to
+//     pass 671 again; every resourceVersion in between was handed out twice.
 //   - The controller-manager reconnected within 0.1 s. Its 61 reflectors
 //     resumed from the resourceVersions they held: the 52 below the restored
-//     head (idle resources, 245-344) ended within 0.1 s (410 inside a 200)
-//     and relisted with watch-lists; the 9 above it (pods 482, replicasets
-//     486, deployments 487, services 579, endpoints 580, endpointslices 581,
-//     ipaddresses 578, configmaps 668, leases 670) got 200 and stayed open,
-//     silent, until the controller-manager stopped 62 s later. The watching
-//     clients (kube-proxy, a config reloader) did the same: 200, timed out
-//     after their 20 s with no event, re-watched from the same future
-//     resourceVersion, and the reloader got events again only when the head
-//     passed 668 (the events between 366 and 668 never came).
+//     head (idle resources, 246-346) ended within 0.1 s (a 410 inside a 200)
+//     and relisted with watch-lists; the 9 above it (pods 474, replicasets
+//     480, deployments 481, ipaddresses 554, services 555, endpointslices
+//     556, endpoints 557, configmaps 671, leases 673) got 200 and stayed
+//     open, silent, until the controller-manager stopped 61 s later. The
+//     watching clients (kube-proxy, a config reloader) did the same: 200,
+//     timed out after their 20 s with no event, re-watched from the same
+//     resourceVersion, and got events again only once the head passed it
+//     (the events between the restored head and it never came).
 //   - Every kubelet's first Lease PUT got 409 with the resourceVersion it
-//     held (633-665); its re-GET read 241-361 (the Leases' revisions in the
-//     snapshot, below the restored head), and the retry succeeded.
-//   - From 37 s after the restart the node lifecycle controller logged, for
+//     held (638-672); its re-GET read 241-369 (the Leases' revisions in the
+//     snapshot, at most the restored head), and the retry succeeded.
+//   - From 38 s after the restart the node lifecycle controller logged, for
 //     every node, "Update health of Node from Controller error, Skipping -
-//     no pods will be evicted": "read version: 633 is not as new as written
-//     version: 556 for group resource leases" (its Lease informer held the
-//     post-snapshot Leases; the resourceVersions no longer order).
-//   - alice's Services promo and search and the scale of frontend to 3
-//     were gone, Service catalog (deleted after the snapshot) was back.
-//     She re-created Service and Deployment promo 20 s after the restart
-//     (at resourceVersions below the controller-manager's watches): nothing
-//     ever made a ReplicaSet, Pods or Endpoints for them. She scaled
-//     frontend to 2: the deployment controller's updates of its ReplicaSet
-//     got 409 thirteen times (its cache held the post-snapshot object) and
-//     frontend stayed at 1 Pod. The controller-manager wrote nothing else.
+//     no pods will be evicted": "read version: 638 is not as new as written
+//     version: 542 for group resource leases" (its Lease informer held the
+//     post-snapshot Leases; the resourceVersions no longer order them).
+//   - alice's Services promo and search and the scale of frontend to 3 were
+//     gone; Service catalog, deleted after the snapshot, was back. 20 s
+//     after the restart she re-created Service promo (at resourceVersion
+//     486, below the 555 the controller-manager's Services watch waited
+//     for: no Endpoints were ever made for it) and Deployment promo (above
+//     the 481 of its Deployments watch: it got a ReplicaSet and 2 Pods; in
+//     another run it landed below and got nothing). She scaled frontend to
+//     2: the deployment controller's updates of its ReplicaSet got 409
+//     thirteen times (its cache held the post-snapshot object) and frontend
+//     stayed at 1 Pod.
 //
 // With --bump-revision 1000000 --mark-compacted (rv-rollback-bumped):
-// etcd restored at 1000366.
-//   - The head in write responses jumped from 667 to 1000367.
-//   - Every watch resumed from an old resourceVersion (the 61 reflectors of
-//     the controller-manager, the watching clients) ended within 0.1 s,
-//     code 200 (the 410 is inside the stream); the clients listed and
-//     watched from 1000366 on.
-//   - The kubelets' first Lease PUT got 409 as well (their Leases' revisions
-//     differ from the ones they held); the re-GET read 241-362, the Leases'
-//     revisions in the snapshot, which stay below the old head: a write's
+// snapshot at 364, head 669, etcd restored at 1000364.
+//   - The head in write responses jumped from 667 to 1000365.
+//   - Every watch resumed from an old resourceVersion (the controller-
+//     manager's 61 reflectors, 245-669, and the watching clients) ended
+//     within 0.1 s with code 200 (the 410 is inside the stream); the
+//     clients listed again and watched from 1000364 on.
+//   - The kubelets' first Lease PUT got 409 as well (their Leases'
+//     revisions in the snapshot differ from the ones they held); the
+//     re-GET read 241-362, which stays below the old head: a write's
 //     objectRef.resourceVersion is the object's revision, not the head.
-//   - The controllers reconciled to the snapshot's state at once: in 60 s
-//     the replicaset controller created 38 Pods (for promo's ReplicaSet,
-//     gone from etcd but still in its cache for a moment) and the garbage
-//     collector deleted 33; updates of ReplicaSets got 404 ×21 and 409 ×11;
-//     alice's re-created promo got its ReplicaSet, 2 Pods and Endpoints.
+//   - The controllers reconciled to the snapshot's state within seconds
+//     (ReplicaSet updates 409 ×8 while their caches refilled; in another
+//     run the replicaset controller created 38 Pods for promo's vanished
+//     ReplicaSet and the garbage collector deleted 33); alice's re-created
+//     promo got its ReplicaSet, 2 Pods and Endpoints, frontend 2 Pods.
 
 // countItems is the number of items of a list, -1 when it cannot be read.
 func countItems(a *actor, path string) int {
@@ -683,11 +693,12 @@ func (k *fakeKubelet) run(ctx context.Context) error {
 			next = time.Now().Add(time.Second)
 			continue
 		case code == http.StatusOK:
+			held := rv
 			var got map[string]any
 			if json.Unmarshal(resp, &got) == nil {
 				lease, rv = got, leaseRV(got)
 			}
-			k.record(renewal{at: at, held: leaseRV(lease), code: code, got: rv})
+			k.record(renewal{at: at, held: held, code: code, got: rv})
 			k.rec.see(rv)
 			next = time.Now().Add(k.every)
 		case code == http.StatusConflict:
@@ -705,29 +716,25 @@ func (k *fakeKubelet) run(ctx context.Context) error {
 }
 
 // describeRenewals summarises a kubelet's renewals from the apiserver's
-// stop on: failures, conflicts and the resourceVersions around them.
+// stop on: the PUTs left unanswered while it was away, then every answer
+// up to the second successful renewal, with the resourceVersions held and
+// got.
 func describeRenewals(rs []renewal, from time.Time) string {
 	var b strings.Builder
-	lastOK := ""
+	lastOK, down, ok := "", 0, 0
 	for _, r := range rs {
-		if r.at.Before(from) {
+		switch {
+		case r.at.Before(from):
 			if r.code == http.StatusOK {
 				lastOK = r.got
 			}
-			continue
-		}
-		switch {
 		case r.code == 0:
-			// Connection refused while the apiserver was away: counted below.
-		case r.code == http.StatusOK && b.Len() > 0 && strings.Count(b.String(), "200") >= 2:
-		default:
-			fmt.Fprintf(&b, " +%.1fs PUT rv=%s → %d (got %s)", r.at.Sub(from).Seconds(), r.held, r.code, r.got)
-		}
-	}
-	down := 0
-	for _, r := range rs {
-		if r.code == 0 && !r.at.Before(from) {
 			down++
+		case ok < 2:
+			if r.code == http.StatusOK {
+				ok++
+			}
+			fmt.Fprintf(&b, " +%.1fs PUT rv=%s → %d (got %s)", r.at.Sub(from).Seconds(), r.held, r.code, r.got)
 		}
 	}
 	return fmt.Sprintf("last renewal before the stop at rv %s; %d PUTs unanswered;%s", lastOK, down, b.String())
