@@ -77,10 +77,24 @@
 // stored watch-loop finding is information naming it (Subjects.PartOf).
 // Parameters ([RegressionConfig]): Resources (default all), MaxEvidence.
 //
+// [RelistLoop] ("relist-loop") finds a client stuck relisting: one
+// instance's watches end within ShortWatch and its next request is a
+// relist (a list's first page or a watch-list), MinTurns times in a row,
+// each turn within MaxGap of the one before — the "too old resource
+// version" loop. One finding per program identity and resource, its turns
+// remembered across windows; critical after CriticalAfter.
+//
+// [RelistHerd] ("relist-herd") finds at least MinClients distinct clients
+// relisting one resource within 60 s, Factor times the window's median
+// for it: one finding per herd, information naming a heartbeat-loss or
+// rv-rollback finding that covers its time.
+//
 // # Evidence roles
 //
 // Evidence events carry a role: "static-watch", "endpoints-delete",
 // "endpoints-create" (linked by watch_audit_id to the restart they
 // followed) and "rv-advanced" for watch-loop; "watch-before" and
-// "watch-regressed" for watch-rv-regression.
+// "watch-regressed" for watch-rv-regression; "short-watch" and "relist"
+// (linked by watch_audit_id to the watch it followed) for relist-loop;
+// "relist" (one per client) for relist-herd.
 package detect

@@ -38,6 +38,12 @@ var scenarioCases = map[string]struct {
 	loopUser, loopRV   string
 	loopObjects        []string
 	regressionUser     string // the only regressing client, when there is one
+	// rollbacks and restores count the etcd restores without and with
+	// --bump-revision (rv-rollback's critical and info findings).
+	rollbacks, restores int
+	// relistLoops and relistHerds count the relist-loop and relist-herd
+	// findings (relist_test.go holds the detectors to them).
+	relistLoops, relistHerds int
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -69,6 +75,37 @@ var scenarioCases = map[string]struct {
 	"modern-user-recreates": {},
 	"janitor-idle":          {},
 	"watch-list-relists":    {},
+	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
+	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
+	"heartbeat-loss-seed":              {},
+	"heartbeat-loss-partial-evictions": {},
+	"heartbeat-loss-short":             {},
+	"heartbeat-loss-large":             {},
+	"heartbeat-loss-status-only":       {},
+	"heartbeat-loss-hours":             {},
+	"heartbeat-one-node-lost":          {},
+	"heartbeat-drain-maintenance":      {},
+	"heartbeat-scale-down":             {},
+	"heartbeat-feed-silent":            {},
+	"heartbeat-quiet-slow-status":      {},
+	// etcd restores and their look-alikes (internal/scenario/rollback.go):
+	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
+	// critical findings, restores: restores with --bump-revision).
+	"etcd-restore":               {rollbacks: 1},
+	"etcd-restore-metadata":      {rollbacks: 1},
+	"etcd-restore-ha":            {rollbacks: 1},
+	"etcd-restore-bump":          {restores: 1},
+	"etcd-restore-bump-metadata": {restores: 1},
+	"apiserver-restart":          {},
+	"ha-lagging-cache":           {},
+	"new-cluster":                {},
+	"idle-cluster":               {},
+	"future-rv-client":           {},
+	// Relist loops and herds (internal/scenario/relist.go).
+	"relist-loop":            {relistLoops: 2},
+	"relist-loop-watch-list": {relistLoops: 2},
+	"relist-herd-kubelets":   {relistHerds: 2},
+	"relist-controls":        {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the

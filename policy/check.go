@@ -68,9 +68,9 @@ type ProbeResult struct {
 }
 
 // Check evaluates every detector's probes against the policy.
-func Check(p *Policy) Report {
+func Check(p *Policy, needs []DetectorNeeds) Report {
 	rep := Report{APIVersion: p.APIVersion, Rules: len(p.Rules), Warnings: p.Warnings}
-	for _, dn := range Needs() {
+	for _, dn := range needs {
 		dr := DetectorResult{Detector: dn.Detector, Verdict: OK}
 		for _, n := range dn.Needs {
 			nr := NeedResult{Need: n}

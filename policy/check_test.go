@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"os"
@@ -10,10 +10,13 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/policy"
 )
 
-func verdicts(rep Report) map[string]Verdict {
-	out := map[string]Verdict{}
+func verdicts(rep policy.Report) map[string]policy.Verdict {
+	out := map[string]policy.Verdict{}
 	for _, d := range rep.Detectors {
 		out[d.Detector] = d.Verdict
 	}
@@ -22,7 +25,7 @@ func verdicts(rep Report) map[string]Verdict {
 
 // hidden lists "detector/need: probe @rules[i]" for every probe a policy
 // hides.
-func hidden(rep Report) []string {
+func hidden(rep policy.Report) []string {
 	var out []string
 	for _, d := range rep.Detectors {
 		for _, n := range d.Needs {
@@ -58,14 +61,14 @@ func TestPublishedPolicies(t *testing.T) {
 	noResponseBody := "watch-loop/rv-advanced: a user creates services in namespace default @rules["
 	cases := []struct {
 		file       string
-		loop, regr Verdict
+		loop, regr policy.Verdict
 		hidden     []string
 	}{
-		{"testdata/k8s-docs-example.yaml", OK, Weakened, append(kubeProxy(3), noResponseBody+"7]")},
-		{"testdata/falco-k8saudit.yaml", OK, Weakened, append(kubeProxy(4), noResponseBody+"9]")},
-		{"testdata/gce-configure-helper.yaml", OK, Weakened, kubeProxy(0)},
+		{"testdata/k8s-docs-example.yaml", policy.OK, policy.Weakened, append(kubeProxy(3), noResponseBody+"7]")},
+		{"testdata/falco-k8saudit.yaml", policy.OK, policy.Weakened, append(kubeProxy(4), noResponseBody+"9]")},
+		{"testdata/gce-configure-helper.yaml", policy.OK, policy.Weakened, kubeProxy(0)},
 		// Our own policy must let every detector see everything.
-		{"../deploy/audit-policy.yaml", OK, OK, nil},
+		{"../deploy/audit-policy.yaml", policy.OK, policy.OK, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -73,8 +76,8 @@ func TestPublishedPolicies(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rep := Check(mustParse(t, string(data)))
-			want := map[string]Verdict{WatchLoop: c.loop, Regression: c.regr}
+			rep := policy.Check(mustParse(t, string(data)), watchDetectors())
+			want := map[string]policy.Verdict{detect.WatchLoopName: c.loop, detect.RegressionName: c.regr}
 			if got := verdicts(rep); !mapsEqual(got, want) {
 				t.Errorf("verdicts %v, want %v", got, want)
 			}
@@ -92,7 +95,7 @@ func TestPublishedPolicies(t *testing.T) {
 	}
 }
 
-func mapsEqual(a, b map[string]Verdict) bool {
+func mapsEqual(a, b map[string]policy.Verdict) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -110,28 +113,28 @@ func TestSyntheticPolicies(t *testing.T) {
 	cases := []struct {
 		name       string
 		policy     string // after apiVersion and kind
-		loop, regr Verdict
+		loop, regr policy.Verdict
 		hidden     string // a substring of hidden(), when set
 	}{
-		{"everything at Metadata", "rules:\n- level: Metadata\n", OK, OK, ""},
-		{"nothing audited", "rules:\n- level: None\n", Blinded, Blinded, ""},
-		{"no rule matches resource requests", "rules:\n- level: Metadata\n  nonResourceURLs: ['*']\n", Blinded, Blinded, "@rules[-1]"},
+		{"everything at Metadata", "rules:\n- level: Metadata\n", policy.OK, policy.OK, ""},
+		{"nothing audited", "rules:\n- level: None\n", policy.Blinded, policy.Blinded, ""},
+		{"no rule matches resource requests", "rules:\n- level: Metadata\n  nonResourceURLs: ['*']\n", policy.Blinded, policy.Blinded, "@rules[-1]"},
 		{"controller watches dropped", `rules:
 - level: None
   users: [system:kube-controller-manager]
   verbs: [watch]
 - level: Metadata
-`, Blinded, Blinded, "watch-loop/static-watch: kube-controller-manager watches services of all namespaces @rules[0]"},
-		{"every watch dropped", "rules:\n- level: None\n  verbs: [watch]\n- level: Metadata\n", Blinded, Blinded, ""},
-		{"policy-wide omitStages ResponseComplete", "omitStages: [ResponseComplete]\nrules:\n- level: Metadata\n", Blinded, OK,
+`, policy.Blinded, policy.Blinded, "watch-loop/static-watch: kube-controller-manager watches services of all namespaces @rules[0]"},
+		{"every watch dropped", "rules:\n- level: None\n  verbs: [watch]\n- level: Metadata\n", policy.Blinded, policy.Blinded, ""},
+		{"policy-wide omitStages ResponseComplete", "omitStages: [ResponseComplete]\nrules:\n- level: Metadata\n", policy.Blinded, policy.OK,
 			"watch-loop/endpoints-churn: kube-controller-manager deletes endpoints in namespace default @rules[0]"},
 		{"writes without ResponseComplete", `rules:
 - level: RequestResponse
   verbs: [create, delete]
   omitStages: [ResponseComplete]
 - level: Metadata
-`, Blinded, OK, "watch-loop/endpoints-churn: endpoints controller (service account) deletes endpoints in namespace default @rules[0]"},
-		{"service accounts dropped", "rules:\n- level: None\n  userGroups: [system:serviceaccounts]\n- level: Metadata\n", Blinded, Weakened,
+`, policy.Blinded, policy.OK, "watch-loop/endpoints-churn: endpoints controller (service account) deletes endpoints in namespace default @rules[0]"},
+		{"service accounts dropped", "rules:\n- level: None\n  userGroups: [system:serviceaccounts]\n- level: Metadata\n", policy.Blinded, policy.Weakened,
 			"watch-loop/endpoints-churn: endpoints controller (service account) deletes endpoints in namespace default @rules[0]"},
 		{"node agents' watches dropped, no response bodies", `rules:
 - level: None
@@ -141,7 +144,7 @@ func TestSyntheticPolicies(t *testing.T) {
   users: [system:kube-proxy, system:serviceaccount:kube-system:kube-proxy]
   verbs: [watch]
 - level: Metadata
-`, OK, Weakened, "watch-rv-regression/other-watches: kubelet watches pods of all namespaces @rules[0]"},
+`, policy.OK, policy.Weakened, "watch-rv-regression/other-watches: kubelet watches pods of all namespaces @rules[0]"},
 		{"every watch but the static one dropped, no response bodies", `rules:
 - level: Metadata
   users: [system:kube-controller-manager]
@@ -150,15 +153,15 @@ func TestSyntheticPolicies(t *testing.T) {
 - level: None
   verbs: [watch]
 - level: Metadata
-`, Blinded, Weakened, "watch-loop/rv-advanced: a user creates services in namespace default @rules[2]"},
-		{"the apiserver's own requests dropped", "rules:\n- level: None\n  users: [system:apiserver]\n- level: Metadata\n", Weakened, OK,
+`, policy.Blinded, policy.Weakened, "watch-loop/rv-advanced: a user creates services in namespace default @rules[2]"},
+		{"the apiserver's own requests dropped", "rules:\n- level: None\n  users: [system:apiserver]\n- level: Metadata\n", policy.Weakened, policy.OK,
 			"watch-loop/apiserver-version: kube-apiserver (loopback) watches services of all namespaces @rules[0]"},
 		{"Endpoints creates dropped", `rules:
 - level: None
   verbs: [create]
   resources: [{group: "", resources: [endpoints]}]
 - level: Metadata
-`, Weakened, OK, "watch-loop/endpoints-recreate: kube-controller-manager creates endpoints in namespace default @rules[0]"},
+`, policy.Weakened, policy.OK, "watch-loop/endpoints-recreate: kube-controller-manager creates endpoints in namespace default @rules[0]"},
 		{"node agents' watches dropped, Service writes with bodies", `rules:
 - level: None
   userGroups: [system:nodes]
@@ -170,42 +173,42 @@ func TestSyntheticPolicies(t *testing.T) {
   verbs: [create, update, patch, delete]
   resources: [{group: "", resources: [services]}]
 - level: Metadata
-`, OK, Weakened, "watch-rv-regression/other-watches: kubelet watches pods of all namespaces @rules[0]"},
+`, policy.OK, policy.Weakened, "watch-rv-regression/other-watches: kubelet watches pods of all namespaces @rules[0]"},
 		{"Service deletes dropped", `rules:
 - level: None
   verbs: [delete]
   resources: [{group: "", resources: [services]}]
 - level: Metadata
-`, Weakened, OK, "watch-loop/owner-changes: a user deletes services in namespace default @rules[0]"},
-		{"lists dropped", "rules:\n- level: None\n  verbs: [list]\n- level: Metadata\n", OK, Weakened,
+`, policy.Weakened, policy.OK, "watch-loop/owner-changes: a user deletes services in namespace default @rules[0]"},
+		{"lists dropped", "rules:\n- level: None\n  verbs: [list]\n- level: Metadata\n", policy.OK, policy.Weakened,
 			"watch-rv-regression/relists: kube-controller-manager lists services of all namespaces @rules[0]"},
-		{"kube-system dropped", "rules:\n- level: None\n  namespaces: [kube-system]\n- level: Metadata\n", OK, OK, ""},
-		{"cluster-scoped and all-namespace requests dropped", "rules:\n- level: None\n  namespaces: ['']\n- level: Metadata\n", Blinded, Blinded, ""},
-		{"only ResponseComplete kept", "omitStages: [RequestReceived, ResponseStarted]\nrules:\n- level: Metadata\n", OK, OK, ""},
+		{"kube-system dropped", "rules:\n- level: None\n  namespaces: [kube-system]\n- level: Metadata\n", policy.OK, policy.OK, ""},
+		{"cluster-scoped and all-namespace requests dropped", "rules:\n- level: None\n  namespaces: ['']\n- level: Metadata\n", policy.Blinded, policy.Blinded, ""},
+		{"only ResponseComplete kept", "omitStages: [RequestReceived, ResponseStarted]\nrules:\n- level: Metadata\n", policy.OK, policy.OK, ""},
 		{"watches keep only RequestReceived", `rules:
 - level: Metadata
   verbs: [watch]
   omitStages: [ResponseStarted, ResponseComplete]
 - level: Metadata
-`, OK, OK, ""},
+`, policy.OK, policy.OK, ""},
 		{"watches omit every stage", `omitStages: [RequestReceived]
 rules:
 - level: Metadata
   verbs: [watch]
   omitStages: [ResponseStarted, ResponseComplete]
 - level: Metadata
-`, Blinded, Blinded, "watch-loop/static-watch"},
-		{"omitting Panic changes nothing", "omitStages: [Panic]\nrules:\n- level: Metadata\n", OK, OK, ""},
+`, policy.Blinded, policy.Blinded, "watch-loop/static-watch"},
+		{"omitting Panic changes nothing", "omitStages: [Panic]\nrules:\n- level: Metadata\n", policy.OK, policy.OK, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			src := header + c.policy
-			rep := Check(mustParse(t, src))
-			want := map[string]Verdict{WatchLoop: c.loop, Regression: c.regr}
+			rep := policy.Check(mustParse(t, src), watchDetectors())
+			want := map[string]policy.Verdict{detect.WatchLoopName: c.loop, detect.RegressionName: c.regr}
 			if got := verdicts(rep); !mapsEqual(got, want) {
 				t.Errorf("verdicts %v, want %v; hidden:\n  %s", got, want, strings.Join(hidden(rep), "\n  "))
 			}
-			if rep.Blinded != (c.loop == Blinded || c.regr == Blinded) {
+			if rep.Blinded != (c.loop == policy.Blinded || c.regr == policy.Blinded) {
 				t.Errorf("Blinded %v", rep.Blinded)
 			}
 			if c.hidden != "" && !strings.Contains(strings.Join(hidden(rep), "\n"), c.hidden) {
@@ -223,7 +226,7 @@ var (
 
 // checkFixes applies every fix of the report to the policy, as a person
 // would, and requires every need to be met afterwards.
-func checkFixes(t *testing.T, src string, rep Report) {
+func checkFixes(t *testing.T, src string, rep policy.Report) {
 	t.Helper()
 	p := mustParse(t, src)
 	type insert struct {
@@ -265,9 +268,9 @@ func checkFixes(t *testing.T, src string, rep Report) {
 		}
 		p.Rules = slices.Insert(p.Rules, in.at, rules...)
 	}
-	after := Check(p)
+	after := policy.Check(p, watchDetectors())
 	for _, d := range after.Detectors {
-		if d.Verdict != OK {
+		if d.Verdict != policy.OK {
 			t.Errorf("after applying the fixes %s is still %s; hidden:\n  %s", d.Detector, d.Verdict, strings.Join(hidden(after), "\n  "))
 		}
 	}

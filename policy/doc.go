@@ -18,9 +18,10 @@
 // package with its metrics (k8s.io/component-base and two more modules)
 // for about a hundred lines.
 //
-// [Needs] lists, per detector, the probe requests it must see — who
-// issues them, the stages it can use and the least level — grouped into
-// needs that blind the detector or only weaken it when unmet. [Check]
-// evaluates them and proposes a fix for each unmet need; [Render] prints
-// the [Report].
+// Each detector declares, beside its queries in package detect, the probe
+// requests it must see ([NewProbe]: who issues them, the stages it can use
+// and the least level), grouped into a [Need] that blinds the detector or
+// only weakens it when unmet. [Check] evaluates a policy against them and
+// proposes a fix for each unmet need; [Render] prints the [Report]. This
+// package does not import detect: the caller passes the [DetectorNeeds].
 package policy

@@ -1,10 +1,12 @@
-package policy
+package policy_test
 
 import (
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/auditlens/auditlens/policy"
 )
 
 // FuzzCheck feeds arbitrary bytes to the parser and, when they parse,
@@ -26,9 +28,9 @@ func FuzzCheck(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := Parse(data)
+		p, err := policy.Parse(data)
 		if err != nil {
-			if _, ok := err.(*ParseError); !ok {
+			if _, ok := err.(*policy.ParseError); !ok {
 				t.Fatalf("error %v is a %T, not a *ParseError", err, err)
 			}
 			return
@@ -36,9 +38,9 @@ func FuzzCheck(f *testing.F) {
 		if len(p.Rules) == 0 {
 			t.Fatal("a parsed policy without rules")
 		}
-		rep := Check(p)
-		for _, format := range Formats {
-			if err := Render(io.Discard, format, "fuzz", rep); err != nil {
+		rep := policy.Check(p, watchDetectors())
+		for _, format := range policy.Formats {
+			if err := policy.Render(io.Discard, format, "fuzz", rep); err != nil {
 				t.Fatal(err)
 			}
 		}

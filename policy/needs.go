@@ -4,13 +4,6 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
-// Detector names, as the detect package names them (a test holds them
-// equal; this package does not import detect and its store).
-const (
-	WatchLoop  = "watch-loop"
-	Regression = "watch-rv-regression"
-)
-
 // Effect is what a detector loses when a need is not met.
 type Effect string
 
@@ -56,10 +49,11 @@ var (
 var (
 	// A watch is long-running: RequestReceived, ResponseStarted when its
 	// headers are sent, ResponseComplete when it ends.
-	watchStages = []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseStarted, auditv1.StageResponseComplete}
+	WatchStages = []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseStarted, auditv1.StageResponseComplete}
 	// Other requests have no ResponseStarted.
-	requestStages  = []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseComplete}
-	completeStages = []auditv1.Stage{auditv1.StageResponseComplete}
+	RequestStages = []auditv1.Stage{auditv1.StageRequestReceived, auditv1.StageResponseComplete}
+	// CompleteStages: the detector reads the response code.
+	CompleteStages = []auditv1.Stage{auditv1.StageResponseComplete}
 )
 
 // Probe is a request a detector needs to see, and how.
@@ -120,11 +114,11 @@ type DetectorNeeds struct {
 	Needs    []Need
 }
 
-func probe(c Client, verb, resource, namespace string, stages []auditv1.Stage) Probe {
-	return groupProbe(c, verb, "", resource, namespace, stages)
-}
-
-func groupProbe(c Client, verb, group, resource, namespace string, stages []auditv1.Stage) Probe {
+// NewProbe is a request by c at level Metadata (set MinLevel for more):
+// verb on resource of group ("" for the core group) in namespace ("" for
+// cluster-scoped resources and for lists and watches of all namespaces).
+// A delete names an object, as every delete does.
+func NewProbe(c Client, verb, group, resource, namespace string, stages []auditv1.Stage) Probe {
 	r := Request{User: c.User, Groups: c.Groups, Verb: verb, APIGroup: group, Resource: resource, Namespace: namespace}
 	if verb == "delete" {
 		r.Name = "web"
@@ -132,112 +126,10 @@ func groupProbe(c Client, verb, group, resource, namespace string, stages []audi
 	return Probe{Client: c, Request: r, Stages: stages, MinLevel: auditv1.LevelMetadata}
 }
 
-// named sets the object name of a probe: a kubelet watches each ConfigMap
+// Named sets the object name of a probe: a kubelet watches each ConfigMap
 // a pod mounts by name (a metadata.name field selector, which the
 // apiserver takes as the request's name).
-func named(p Probe, name string) Probe {
+func Named(p Probe, name string) Probe {
 	p.Request.Name = name
 	return p
-}
-
-// Needs returns what each detector needs to see. Both read the
-// resourceVersion of a watch or list from its requestURI and the response
-// code from responseStatus, which every level but None records, so
-// Metadata is enough for all but one alternative (a write's response
-// object, RequestResponse).
-func Needs() []DetectorNeeds {
-	svcWrite := probe(Person, "create", "services", "default", completeStages)
-	svcWrite.MinLevel = auditv1.LevelRequestResponse
-	return []DetectorNeeds{
-		{Detector: WatchLoop, Needs: []Need{
-			{
-				ID: "static-watch", Title: "watches of Services by kube-controller-manager", Effect: Blinds,
-				Probes: []Probe{probe(ControllerManager, "watch", "services", "", watchStages)},
-				Why: "the loop is kube-controller-manager re-watching Services from one resourceVersion (in the requestURI); any stage of a watch counts, " +
-					"and a stage with a response code (ResponseStarted or ResponseComplete) tells a failed watch, which is no restart",
-				Loss: "the static watches that make the loop are never seen",
-			},
-			{
-				ID: "endpoints-churn", Title: "Endpoints deletes by the endpoints controller", Effect: Blinds,
-				Probes: []Probe{
-					probe(ControllerManager, "delete", "endpoints", "default", completeStages),
-					probe(EndpointController, "delete", "endpoints", "default", completeStages),
-				},
-				Why: "the harm is Endpoints of live Services deleted right after each restart, by the same program (user-agent product) whose watch restarted; " +
-					"the detector reads their ResponseComplete stage (with its 2xx code). The endpoints controller writes as kube-controller-manager, " +
-					"or as its own service account with --use-service-account-credentials",
-				Loss: "the churn that proves the loop hurts is never seen",
-			},
-			{
-				ID: "endpoints-recreate", Title: "Endpoints creates by the endpoints controller", Effect: Weakens,
-				Probes: []Probe{
-					probe(ControllerManager, "create", "endpoints", "default", completeStages),
-					probe(EndpointController, "create", "endpoints", "default", completeStages),
-				},
-				Why:  "the finding pairs each churned delete with its re-create, to show how long the Endpoints were gone",
-				Loss: "the loop is still found, but the finding cannot say when the Endpoints came back",
-			},
-			{
-				ID: "rv-advanced", Title: "any request that shows a newer resourceVersion", Effect: Blinds, Any: true,
-				Probes: []Probe{
-					probe(ControllerManager, "watch", "pods", "", watchStages),
-					probe(Kubelet, "watch", "pods", "", watchStages),
-					probe(Kubelet, "watch", "services", "", watchStages),
-					probe(KubeProxy, "watch", "endpoints", "", watchStages),
-					probe(KubeProxySA, "watch", "services", "", watchStages),
-					svcWrite,
-				},
-				Why: "a static resourceVersion is only stale when the cluster moved past it. resourceVersions are etcd revisions, global to the cluster: " +
-					"any client's watch or list of any resource from a higher one, at any time, or a write whose response object carries one (RequestResponse), proves it",
-				Loss: "the detector can never show that the static resourceVersion is stale, so it reports nothing",
-			},
-			{
-				ID: "owner-changes", Title: "Service deletes and creates by users", Effect: Weakens,
-				Probes: []Probe{
-					probe(Person, "delete", "services", "default", requestStages),
-					probe(Person, "create", "services", "default", requestStages),
-				},
-				Why:  "a Service deleted or created explains the endpoints controller's Endpoints write within 10 s after it (its reaction); any stage counts",
-				Loss: "a user re-creating a Service right after a restart of a static watcher can be reported as the loop (a false alarm)",
-			},
-			{
-				ID: "apiserver-version", Title: "the kube-apiserver's own requests", Effect: Weakens,
-				Probes: []Probe{probe(APIServer, "watch", "services", "", watchStages)},
-				Why:    "the DELETE-event bug is the apiserver's: its version comes from its own loopback requests (user agent kube-apiserver/vX.Y.Z)",
-				Loss:   "the finding cannot say whether the apiservers run an affected version (1.7.0–1.7.12, 1.8.0–1.8.7, 1.9.0–1.9.2)",
-			},
-		}},
-		{Detector: Regression, Needs: []Need{
-			{
-				ID: "controller-watches", Title: "watches of Services by kube-controller-manager", Effect: Blinds,
-				Probes: []Probe{probe(ControllerManager, "watch", "services", "", watchStages)},
-				Why:    "the DELETE-event bug sent kube-controller-manager's Services reflector back to an old resourceVersion (seed 001); the detector compares the resourceVersion in successive watches' requestURI",
-				Loss:   "the regression the detector exists for is never seen",
-			},
-			{
-				ID: "other-watches", Title: "watches by node agents", Effect: Weakens,
-				Probes: []Probe{
-					probe(KubeProxy, "watch", "services", "", watchStages),
-					probe(KubeProxy, "watch", "endpoints", "", watchStages),
-					probe(KubeProxySA, "watch", "services", "", watchStages),
-					groupProbe(KubeProxySA, "watch", "discovery.k8s.io", "endpointslices", "", watchStages),
-					probe(Kubelet, "watch", "services", "", watchStages),
-					probe(Kubelet, "watch", "pods", "", watchStages),
-					named(probe(Kubelet, "watch", "configmaps", "default", watchStages), "app-config"),
-				},
-				Why:  "the bug hit every client and every resource; kube-proxy and kubelets are most of a cluster's watches",
-				Loss: "these clients' regressions (and an etcd restored from an old backup, which sends every client back) go unseen",
-			},
-			{
-				ID: "relists", Title: "lists by the same clients", Effect: Weakens,
-				Probes: []Probe{
-					probe(ControllerManager, "list", "services", "", requestStages),
-					probe(KubeProxy, "list", "services", "", requestStages),
-					probe(Kubelet, "list", "pods", "", requestStages),
-				},
-				Why:  "a relist legitimately starts a client over, possibly from a lower resourceVersion (an apiserver whose cache is behind); the detector resets its comparison at each list",
-				Loss: "a client that relisted from a lagging apiserver can be reported as a regression (a false alarm)",
-			},
-		}},
-	}
 }

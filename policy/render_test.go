@@ -1,4 +1,4 @@
-package policy
+package policy_test
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/auditlens/auditlens/policy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -55,7 +57,7 @@ func TestRender(t *testing.T) {
 	} {
 		t.Run(c.golden, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := Render(&b, c.format, c.name, Check(mustParse(t, c.src))); err != nil {
+			if err := policy.Render(&b, c.format, c.name, policy.Check(mustParse(t, c.src), watchDetectors())); err != nil {
 				t.Fatal(err)
 			}
 			if c.format == "json" && !json.Valid(b.Bytes()) {
@@ -64,7 +66,7 @@ func TestRender(t *testing.T) {
 			golden(t, c.golden, b.Bytes())
 		})
 	}
-	if err := Render(&bytes.Buffer{}, "yaml", "x", Report{}); err == nil {
+	if err := policy.Render(&bytes.Buffer{}, "yaml", "x", policy.Report{}); err == nil {
 		t.Error("Render accepted the format yaml")
 	}
 }

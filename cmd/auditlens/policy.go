@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/policy"
 )
 
@@ -46,13 +47,7 @@ const policyCheckHelp = `Evaluates an audit.k8s.io/v1 Policy (the file given to 
 matching rule decides; a rule's omitStages add to the policy's) against the requests each
 detector must see:
 
-  watch-loop           kube-controller-manager's watches of Services; Endpoints deletes and
-                       creates by the endpoints controller (ResponseComplete); another client's
-                       watch of Services (kubelets, kube-proxy) or a Service write recorded at
-                       RequestResponse; Service deletes and creates by users
-  watch-rv-regression  kube-controller-manager's watches of Services; kube-proxy's and kubelets'
-                       watches; the same clients' lists
-
+%s
 For each it prints ok, weakened (some clients unseen, or possible false alarms) or blinded,
 the rule that hides each missing request, and a rule to insert that fixes it. Level Metadata is
 enough: a watch's resourceVersion is in its requestURI.
@@ -67,7 +62,8 @@ kube-apiserver would load (the error names the line or field).
 func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("policy check", "[--format text|json] FILE", stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: auditlens policy check [--format text|json] FILE\n\n%s\nFlags:\n", policyCheckHelp)
+		fmt.Fprintf(stderr, "Usage: auditlens policy check [--format text|json] FILE\n\n"+policyCheckHelp+"\nFlags:\n",
+			needsHelp(detectorNeeds(detect.Default())))
 		fs.PrintDefaults()
 	}
 	format := fs.String("format", "text", "output: text or json")
@@ -85,7 +81,7 @@ func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	rep := policy.Check(p)
+	rep := policy.Check(p, detectorNeeds(detect.Default()))
 	if err := policy.Render(stdout, *format, path, rep); err != nil {
 		return err
 	}
@@ -93,6 +89,54 @@ func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 		return errFindings
 	}
 	return nil
+}
+
+// needer is a detector that declares what it must see in the audit log
+// (detect/<name>_needs.go).
+type needer interface {
+	Name() string
+	Needs() []policy.Need
+}
+
+// detectorNeeds lists the needs of the detectors that declare them, in
+// their order. Every detector of detect.Default() does (a test holds it).
+func detectorNeeds(ds []detect.Detector) []policy.DetectorNeeds {
+	var out []policy.DetectorNeeds
+	for _, d := range ds {
+		if n, ok := d.(needer); ok {
+			out = append(out, policy.DetectorNeeds{Detector: n.Name(), Needs: n.Needs()})
+		}
+	}
+	return out
+}
+
+// needsHelp lists each detector's needs by title, wrapped after the
+// detector's name.
+func needsHelp(dns []policy.DetectorNeeds) string {
+	const indent, width = 23, 96
+	var b strings.Builder
+	for _, dn := range dns {
+		line, words := fmt.Sprintf("  %-*s", indent-2, dn.Detector), 0
+		for i, n := range dn.Needs {
+			title := n.Title
+			if i < len(dn.Needs)-1 {
+				title += ";"
+			}
+			for _, w := range strings.Fields(title) {
+				if words > 0 && len(line)+1+len(w) > width {
+					b.WriteString(line + "\n")
+					line, words = strings.Repeat(" ", indent), 0
+				}
+				if words > 0 || !strings.HasSuffix(line, " ") {
+					line += " "
+				}
+				line += w
+				words++
+			}
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 func readPolicy(path string) (*policy.Policy, error) {

@@ -116,6 +116,9 @@ func matchFindings(exp expectation, got []finding) []string {
 	if exp.RVRegression != nil {
 		check("watch-rv-regression", exp.RVRegression)
 	}
+	if exp.RelistLoop != nil {
+		check("relist-loop", exp.RelistLoop)
+	}
 	for _, f := range got {
 		if slices.Contains(exp.Silent, f.Detector) {
 			problems = append(problems, fmt.Sprintf("unexpected %s finding %q (%s, %s)", f.Detector, f.Title, f.Subjects.User, f.Subjects.ResourceVersion))

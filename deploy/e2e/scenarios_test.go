@@ -41,6 +41,9 @@ type expectation struct {
 	// RVRegression, when set, is the watch-rv-regression finding the
 	// scenario must yield.
 	RVRegression *expectedFinding `json:"watch_rv_regression,omitempty"`
+	// RelistLoop, when set, is the relist-loop finding the scenario must
+	// yield (relistloop_test.go).
+	RelistLoop *expectedFinding `json:"relist_loop,omitempty"`
 	// Silent lists the detectors that must find nothing.
 	Silent []string `json:"silent,omitempty"`
 }
@@ -92,6 +95,7 @@ var scenarios = []scenario{
 	{"real-controllers", true, controllersPrelude, realControllers},
 	{"kcm-watch-loop", false, kcmLoopPrelude, kcmWatchLoop},
 	{"kcm-watch-loop-control", true, kcmLoopPrelude, kcmWatchLoopControl},
+	{"relist-loop", false, relistLoopPrelude, relistLoop},
 }
 
 // seedIncident replays seeds 000/001: create, delete, create Services, then
