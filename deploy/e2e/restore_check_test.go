@@ -20,10 +20,6 @@ import (
 	"github.com/auditlens/auditlens/detect"
 )
 
-// rvRollbackName is the rv-rollback detector's name (detect.RVRollbackName
-// once it is in; a literal here so that this file builds before).
-const rvRollbackName = "rv-rollback"
-
 // rbEvent is the part of an audit event the rollback checks read.
 type rbEvent struct {
 	AuditID    string `json:"auditID"`
@@ -409,22 +405,9 @@ func TestRVRollbackFixtures(t *testing.T) {
 	}
 }
 
-// hasDetector reports whether this auditlens runs the named detector.
-func hasDetector(name string) bool {
-	for _, d := range detect.Default() {
-		if d.Name() == name {
-			return true
-		}
-	}
-	return false
-}
-
 // checkRollbackFindings asserts the findings serve made of the webhook's
 // events.
 func checkRollbackFindings(t *testing.T, res *rollbackResult) {
-	if !hasDetector(rvRollbackName) {
-		t.Skipf("finding checks skipped: no %s detector in this auditlens yet", rvRollbackName)
-	}
 	var got []detect.Finding
 	var problems []string
 	ok := poll(findingTimeout, time.Second, func() bool {
@@ -446,9 +429,6 @@ func checkRollbackFindings(t *testing.T, res *rollbackResult) {
 
 // checkRollbackScan asserts `auditlens scan` of the apiserver's own log.
 func checkRollbackScan(t *testing.T, res *rollbackResult) {
-	if !hasDetector(rvRollbackName) {
-		t.Skipf("scan checks skipped: no %s detector in this auditlens yet", rvRollbackName)
-	}
 	cmd := exec.Command(auditlensBin, "scan", "--format", "json", "--cluster", res.exp.Cluster, res.auditLog)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -518,7 +498,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 	var problems []string
 	var rollbacks []detect.Finding
 	for _, f := range got {
-		if f.Detector == rvRollbackName {
+		if f.Detector == detect.RVRollbackName {
 			rollbacks = append(rollbacks, f)
 		}
 	}
@@ -527,7 +507,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 			if f.Severity == detect.Critical {
 				problems = append(problems, fmt.Sprintf("a bumped restore: critical %s finding %q", f.Detector, f.Title))
 			}
-			if f.Detector == rvRollbackName && f.Severity != detect.Info {
+			if f.Detector == detect.RVRollbackName && f.Severity != detect.Info {
 				problems = append(problems, fmt.Sprintf("a bumped restore: %s rv-rollback finding %q, want at most info", f.Severity, f.Title))
 			}
 		}
@@ -557,7 +537,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 	for _, e := range f.Evidence {
 		roles[e.Role]++
 	}
-	for _, role := range []string{"head-before", "head-after", "future-watch", "conflict"} {
+	for _, role := range []string{detect.RoleHeadBefore, detect.RoleHeadAfter, detect.RoleFutureWatch, detect.RoleConflict} {
 		if roles[role] == 0 {
 			problems = append(problems, fmt.Sprintf("no evidence with role %s (roles %v)", role, roles))
 		}
@@ -588,4 +568,69 @@ func describeRB(fs []detect.Finding) string {
 			f.Subjects.PreviousResourceVersion, f.Subjects.ResourceVersion, len(f.Objects), strings.Join(rs, ","), f.Title)
 	}
 	return b.String()
+}
+
+// checkRollbackEvents is checkEvents for a cluster whose apiserver was
+// stopped while the controller-manager kept watching. With
+// --shutdown-send-retry-after the apiserver stops its webhook backend once
+// the requests in flight have drained, and ends the watches still open
+// about 2 s later: the ResponseComplete of such a watch goes to the log
+// file and, racing the backend's shutdown, is at times neither sent nor
+// announced as dropped (once in ten stops, one controller-manager watch).
+// Those, and only those, may be missing from auditlens: the
+// ResponseComplete of a watch that ended while an apiserver was stopping
+// (stops holds the windows, SIGTERM to exit).
+func checkRollbackEvents(t *testing.T, recv *receiver, c *cluster, stops [][2]time.Time) {
+	t.Helper()
+	want, err := fileKeys(c.auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := apiserverDrops(c.apiserver.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range dropped {
+		if want[k] == 0 {
+			t.Errorf("the apiserver reports dropping %s/%s, which is not in its audit log", k.auditID, k.stage)
+		}
+		delete(want, k)
+	}
+	excusable := map[eventKey]bool{}
+	for _, e := range readRBEvents(t, c.auditLog) {
+		if e.Verb != "watch" || e.Stage != "ResponseComplete" {
+			continue
+		}
+		for _, w := range stops {
+			if !e.At.Before(w[0]) && !e.At.After(w[1]) {
+				excusable[eventKey{e.AuditID, e.Stage}] = true
+			}
+		}
+	}
+	var diff string
+	var lost []string
+	ok := poll(90*time.Second, 500*time.Millisecond, func() bool {
+		stored, err := recv.storedKeys(c.name)
+		if err != nil {
+			diff = err.Error()
+			return false
+		}
+		w := make(map[eventKey]int, len(want))
+		lost = lost[:0]
+		for k, n := range want {
+			if excusable[k] && stored[k] == 0 {
+				lost = append(lost, k.auditID)
+				continue
+			}
+			w[k] = n
+		}
+		diff = diffKeys(w, stored)
+		return diff == ""
+	})
+	if !ok {
+		t.Errorf("events stored by auditlens differ from the apiserver's audit log: %s\nauditlens log:\n%s", diff, recv.proc.logTail(20))
+		return
+	}
+	t.Logf("auditlens stored the %d events of the apiserver's audit log, each once (the apiserver dropped %d more at its shutdowns, "+
+		"and %d watch ends at a shutdown without saying so: %v)", len(want)-len(lost), len(dropped), len(lost), lost)
 }
