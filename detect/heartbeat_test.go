@@ -20,9 +20,7 @@ func TestHeartbeatLossScenarios(t *testing.T) {
 	for _, sc := range scenario.All() {
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
-				cluster := "heartbeat-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
+				tr, w := importScenario(t, st, sc, scale)
 				got := evaluate(t, detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), st, w)
 				checkHeartbeat(t, tr.Want.HeartbeatWaves, got)
 			})

@@ -68,7 +68,7 @@ var workerIDs = func() []identity {
 	for i := 1; i <= 3; i++ {
 		out = append(out, identity{token: fmt.Sprintf("worker-%d-token", i), user: fmt.Sprintf("system:node:worker-%d", i),
 			uid: fmt.Sprintf("uid-worker-%d", i), groups: []string{"system:nodes", "system:masters"},
-			userAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/unknown", sourceIP: fmt.Sprintf("127.0.2.%d", i)})
+			userAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/unknown", sourceIP: fmt.Sprintf("127.0.3.%d", i)})
 	}
 	return out
 }()
@@ -77,8 +77,6 @@ func init() { identities = append(identities, workerIDs...) }
 
 // rollbackNodes are the kubelets of the rollback scenarios.
 func rollbackNodes() []identity { return append(slices.Clone(nodeIDs), workerIDs...) }
-
-func nodeName(id identity) string { return strings.TrimPrefix(id.user, "system:node:") }
 
 // rollbackExpectation is the fixture's expectation: the common one and
 // what the restore did, as etcd and the driver saw it.
@@ -876,13 +874,6 @@ func (r *patientReflector) run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-	}
 }
 
 func (r *patientReflector) watch(ctx context.Context, rv string) (w rbWatch) {
