@@ -102,6 +102,12 @@ const auditPolicy = "../audit-policy.yaml"
 // months-old Services of the incident did.
 func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude func(c *cluster)) *cluster {
 	t.Helper()
+	return startClusterWith(t, ca, dir, name, s, prelude)
+}
+
+// startClusterWith is startCluster with extra kube-apiserver flags.
+func startClusterWith(t *testing.T, ca *testCA, dir, name string, s sink, prelude func(c *cluster), extra ...string) *cluster {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +157,7 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude fu
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
+	args = append(args, extra...)
 
 	if prelude != nil {
 		c.apiserver = c.startAPIServer(t, "kube-apiserver-prelude", args)
