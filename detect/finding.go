@@ -101,6 +101,35 @@ type Subjects struct {
 	// PartOf names the finding of the incident this one is part of (a
 	// watch-rv-regression that began a watch loop).
 	PartOf string `json:"part_of,omitempty"`
+	// NodesLost counts the nodes a heartbeat-loss wave cut off, of the
+	// NodesSeen heartbeating before it; PodsEvicted the pods deleted or
+	// evicted by the node-lifecycle and taint-eviction controllers during
+	// the wave.
+	NodesLost   int `json:"nodes_lost,omitempty"`
+	NodesSeen   int `json:"nodes_seen,omitempty"`
+	PodsEvicted int `json:"pods_evicted,omitempty"`
+	// Conflicts counts the writes answered 409 Conflict, and Relists the
+	// lists, that an incident caused (rv-rollback: after the drop).
+	Conflicts int `json:"conflicts,omitempty"`
+	Relists   int `json:"relists,omitempty"`
+	// Stuck are, for rv-rollback, the clients left watching or listing
+	// from resourceVersions above the new head, by program.
+	Stuck []StuckClient `json:"stuck,omitempty"`
+}
+
+// StuckClient is one program's requests from resourceVersions above a
+// rolled-back cluster's head: from when, until when (the head passed the
+// resourceVersion, or its last such request ended), how many instances
+// (users and addresses), which resources, and the lowest and highest
+// resourceVersion asked for.
+type StuckClient struct {
+	Program   string    `json:"program"`
+	Instances int       `json:"instances"`
+	Resources []string  `json:"resources"`
+	MinRV     string    `json:"min_rv"`
+	MaxRV     string    `json:"max_rv"`
+	From      time.Time `json:"from"`
+	Until     time.Time `json:"until"`
 }
 
 // Object names one API object.

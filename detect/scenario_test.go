@@ -38,9 +38,16 @@ var scenarioCases = map[string]struct {
 	loopUser, loopRV   string
 	loopObjects        []string
 	regressionUser     string // the only regressing client, when there is one
+	// rollbacks and restores count the etcd restores without and with
+	// --bump-revision (rv-rollback's critical and info findings).
+	rollbacks, restores int
 	// relistLoops and relistHerds count the relist-loop and relist-herd
-	// findings (relist_test.go holds the detectors to them).
+	// findings (relist_test.go holds the detectors to them); herdsLinked:
+	// the scenario's relist herds are the aftermath of its heartbeat loss
+	// or etcd restore, so every further herd must be information naming
+	// that finding.
 	relistLoops, relistHerds int
+	herdsLinked              bool
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -72,6 +79,32 @@ var scenarioCases = map[string]struct {
 	"modern-user-recreates": {},
 	"janitor-idle":          {},
 	"watch-list-relists":    {},
+	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
+	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
+	"heartbeat-loss-seed":              {herdsLinked: true},
+	"heartbeat-loss-partial-evictions": {herdsLinked: true},
+	"heartbeat-loss-short":             {herdsLinked: true},
+	"heartbeat-loss-large":             {herdsLinked: true},
+	"heartbeat-loss-status-only":       {herdsLinked: true},
+	"heartbeat-loss-hours":             {herdsLinked: true},
+	"heartbeat-one-node-lost":          {},
+	"heartbeat-drain-maintenance":      {},
+	"heartbeat-scale-down":             {},
+	"heartbeat-feed-silent":            {},
+	"heartbeat-quiet-slow-status":      {},
+	// etcd restores and their look-alikes (internal/scenario/rollback.go):
+	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
+	// critical findings, restores: restores with --bump-revision).
+	"etcd-restore":               {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-metadata":      {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-ha":            {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-bump":          {restores: 1, herdsLinked: true},
+	"etcd-restore-bump-metadata": {restores: 1, herdsLinked: true},
+	"apiserver-restart":          {},
+	"ha-lagging-cache":           {},
+	"new-cluster":                {},
+	"idle-cluster":               {},
+	"future-rv-client":           {},
 	// Relist loops and herds (internal/scenario/relist.go).
 	"relist-loop":            {relistLoops: 2},
 	"relist-loop-watch-list": {relistLoops: 2},

@@ -68,7 +68,8 @@ func TestTraces(t *testing.T) {
 						t.Fatalf("event %d at %s outside the trace [%s, %s]", i, r.Time, tr.Start, tr.End)
 					}
 					stages[r.AuditID] = append(stages[r.AuditID], r.Stage)
-					if r.ResponseRV != "" && r.Stage == "ResponseComplete" && r.Verb != "list" {
+					// An etcd restore without bump hands revisions out again.
+					if r.ResponseRV != "" && r.Stage == "ResponseComplete" && r.Verb != "list" && r.Verb != "get" && len(tr.Want.Restores) == 0 {
 						rev, err := strconv.ParseUint(r.ResponseRV, 10, 64)
 						if err != nil || rev <= lastRev {
 							t.Fatalf("write at %s produced revision %s after %d", r.Time, r.ResponseRV, lastRev)

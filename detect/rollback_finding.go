@@ -1,0 +1,552 @@
+package detect
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// The rv-rollback detector's findings: the evidence queries, run only
+// around a drop or a jump the head series showed, and the text.
+
+// headEventsSQL lists the events of a short range that show the head: the
+// successful writes, with the resourceVersion headSQL reads from each.
+const headEventsSQL = `SELECT ` + eventColumns + `,
+       greatest(toUInt64OrZero(response_rv), if(verb = 'update', toUInt64OrZero(object_rv), 0)) AS hv
+FROM audit_events
+WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete'
+  AND code >= 200 AND code < 300 AND hv > 0
+ORDER BY ts, audit_id`
+
+// showsRVSQL finds the first event of a short range that shows {rv}: a
+// write's, a watch's or list's, or a listed resourceVersion.
+const showsRVSQL = `SELECT ` + eventColumns + `
+FROM audit_events
+WHERE %WINDOW% AND cluster = {cluster:String} AND {rv:String} IN (response_rv, object_rv, req_rv)
+ORDER BY ts, audit_id
+LIMIT 1`
+
+// futureSQL groups the watches and lists made from {from} on from a
+// resourceVersion above {after} by client, resource and requested
+// resourceVersion: a stuck reflector asks again and again from the one it
+// holds. last is when its last request ended (or was last seen). FINAL
+// is not needed: requests are counted by audit ID.
+const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
+       uniqExact(audit_id) AS n,
+       min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS first,
+       max(toUnixTimestamp64Micro(ts)) AS last,
+       argMin(audit_id, ts) AS first_id, argMin(stage, ts) AS first_stage, argMin(request_uri, ts) AS first_uri,
+       argMin(verb, ts) AS first_verb,
+       argMax(audit_id, ts) AS last_id, argMax(request_uri, ts) AS last_uri, argMax(verb, ts) AS last_verb,
+       max(code) AS max_code
+FROM audit_events
+WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {after:UInt64}
+  AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {from:DateTime64(6, 'UTC')}
+GROUP BY user, user_agent, source_ip, resource, req_rv
+ORDER BY first, user, ip, resource, rv`
+
+type futureRow struct {
+	User      string `json:"user"`
+	UserAgent string `json:"ua"`
+	SourceIP  string `json:"ip"`
+	Resource  string `json:"resource"`
+	Namespace string `json:"ns"`
+	RV        string `json:"rv"`
+	N         int    `json:"n"`
+	First     int64  `json:"first"`
+	Last      int64  `json:"last"`
+	FirstID   string `json:"first_id"`
+	FirstSt   string `json:"first_stage"`
+	FirstURI  string `json:"first_uri"`
+	FirstVerb string `json:"first_verb"`
+	LastID    string `json:"last_id"`
+	LastURI   string `json:"last_uri"`
+	LastVerb  string `json:"last_verb"`
+	Code      int32  `json:"max_code"`
+}
+
+// aftermathSQL lists, one row per request made in the range, the 409 conflicts on updates
+// and patches, the relists (lists and watch-lists; not the apiserver's
+// own informers starting) and the controllers' churn of a range ({since}, {until}): kind says which. Churn is what a
+// controller acting on a stale cache does: a delete (done, or 404: the
+// object existed only after the snapshot) of an object not created
+// earlier in the window ({w_since}; a controller deleting what it just
+// created is routine), or a create of an object that was created before
+// the drop ({drop}) — one that existed only after the snapshot, gone with
+// the restore and created again.
+const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
+    SELECT *, multiIf(verb IN ('update', 'patch') AND code = 409, 'conflict',
+                      verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'), 'relist',
+                      'churn') AS kind
+    FROM audit_events
+    WHERE %WINDOW% AND cluster = {cluster:String} AND stage = 'ResponseComplete'
+      AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {since:DateTime64(6, 'UTC')}
+      AND ((verb IN ('update', 'patch') AND code = 409)
+        OR ((verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan')) AND user != 'system:apiserver')
+        OR (verb IN ('create', 'delete') AND subresource = '' AND name != '' AND resource NOT IN ` + notChurn + `
+            AND arrayExists(p -> startsWith(user, p), {churn_by:Array(String)})
+            AND ((verb = 'delete' AND ((code >= 200 AND code < 300) OR code = 404)
+                  AND (resource, namespace, name) NOT IN (` + createdSQL + ` AND ts < {until:DateTime64(6, 'UTC')}))
+              OR (verb = 'create' AND code >= 200 AND code < 300
+                  AND (resource, namespace, name) IN (` + createdSQL + ` AND ts < {drop:DateTime64(6, 'UTC')})))))
+)
+ORDER BY ts, audit_id
+LIMIT 1 BY audit_id`
+
+// createdSQL selects the objects created in the window from {w_since}.
+const createdSQL = `SELECT resource, namespace, name FROM audit_events
+    WHERE cluster = {cluster:String} AND ts >= {w_since:DateTime64(6, 'UTC')} AND verb = 'create'
+      AND stage = 'ResponseComplete' AND code >= 200 AND code < 300 AND name != ''`
+
+// notChurn are resources whose creates and deletes are no objects hurt.
+const notChurn = `('events', 'leases', 'tokenreviews', 'subjectaccessreviews', 'selfsubjectaccessreviews',
+                                 'localsubjectaccessreviews', 'selfsubjectreviews')`
+
+// maxPerRole bounds the conflicts, relists and churn events (and the
+// objects) a finding keeps as evidence; the counts go on.
+const maxPerRole = 200
+
+type aftermathRow struct {
+	eventRow
+	Kind string `json:"kind"`
+}
+
+// within returns the part of w (one cluster) from since to until.
+func within(w Window, cluster string, since, until time.Time) (Window, bool) {
+	out := Window{Since: since, Until: until, Clusters: []string{cluster}}
+	if out.Since.Before(w.Since) {
+		out.Since = w.Since
+	}
+	if out.Until.After(w.Until) || out.Until.IsZero() {
+		out.Until = w.Until
+	}
+	return out, out.Since.Before(out.Until)
+}
+
+func (d *RVRollback) firstShowing(ctx context.Context, q Querier, w Window, cluster string, rv uint64, since time.Time) (*eventRow, error) {
+	rw, ok := within(w, cluster, since, since.Add(d.cfg.Bucket))
+	if !ok {
+		return nil, nil
+	}
+	p := store.Params{"cluster": stringParam(cluster), "rv": stringParam(fmtRV(rv))}
+	var found *eventRow
+	err := selectRows(ctx, q, "the event that showed the head", strings.Replace(showsRVSQL, "%WINDOW%", windowParams(rw, p), 1), p,
+		func(r eventRow) error {
+			found = &r
+			return nil
+		})
+	return found, err
+}
+
+// firstLower returns the first write after the drop began that showed the
+// lower head: of the bucket before the first lower one and that one, the
+// first event at least MinDrop below before after the last one that was
+// not.
+func (d *RVRollback) firstLower(ctx context.Context, q Querier, w Window, cluster string, before uint64, from time.Time) (*eventRow, uint64, error) {
+	rw, ok := within(w, cluster, from.Add(-d.cfg.Bucket), from.Add(d.cfg.Bucket))
+	if !ok {
+		return nil, 0, nil
+	}
+	p := store.Params{"cluster": stringParam(cluster)}
+	type row struct {
+		eventRow
+		HV uint64 `json:"hv"`
+	}
+	var rows []row
+	err := selectRows(ctx, q, "the writes around the drop", strings.Replace(headEventsSQL, "%WINDOW%", windowParams(rw, p), 1), p,
+		func(r row) error {
+			rows = append(rows, r)
+			return nil
+		})
+	if err != nil {
+		return nil, 0, err
+	}
+	lastHigh := -1
+	for i, r := range rows {
+		if r.HV+d.cfg.MinDrop > before {
+			lastHigh = i
+		}
+	}
+	for _, r := range rows[lastHigh+1:] {
+		if r.HV+d.cfg.MinDrop <= before {
+			return &r.eventRow, r.HV, nil
+		}
+	}
+	return nil, 0, nil
+}
+
+// rollbackFinding builds the finding of a drop: rb holds its head
+// events; the window's requests after it are its consequences. They
+// begin at the restart, which is between the head-before and head-after
+// events: kubelets' first Lease updates got 409 and clients watched from
+// the future before any write showed the lower head.
+func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, cluster string, rb *rollbackState, dr *drop) (Finding, error) {
+	f := Finding{
+		ID:       FindingID(RVRollbackName, cluster, fmtRV(rb.BeforeRV), fmtRV(rb.AfterRV)),
+		Detector: RVRollbackName,
+		Cluster:  cluster,
+		Subjects: Subjects{PreviousResourceVersion: fmtRV(rb.BeforeRV), ResourceVersion: fmtRV(rb.AfterRV)},
+	}
+	f.Evidence = append(f.Evidence, rb.Before, rb.After)
+	dropAt := rb.After.Time
+	from := dropAt.Add(-d.cfg.Bucket)
+	if b := rb.Before.Time; b.Before(dropAt) && b.After(dropAt.Add(-d.cfg.Aftermath)) {
+		from = b
+	}
+
+	// Clients in the future, for as long as the head stays below what they
+	// ask for.
+	if fw, ok := within(w, cluster, from, time.Time{}); ok {
+		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV), "from": timeParam(from)}
+		stuck := map[string]*stuckAcc{}
+		groups := 0
+		err := selectRows(ctx, q, "watches from the future", strings.Replace(futureSQL, "%WINDOW%", windowParams(fw, p), 1), p,
+			func(r futureRow) error {
+				rv, err := strconv.ParseUint(r.RV, 10, 64)
+				first := micros(r.First)
+				if err != nil || rv <= dr.headAt(first) || !dr.CaughtUp.IsZero() && !first.Before(dr.CaughtUp) {
+					return nil
+				}
+				until := micros(r.Last)
+				if passed, ok := dr.passed(rv); ok && passed.Before(until) {
+					until = passed
+				}
+				prog := clientName(r.User)
+				a := stuck[prog]
+				if a == nil {
+					a = &stuckAcc{c: StuckClient{Program: prog, From: first, Until: until}, inst: map[string]bool{}, res: map[string]bool{}}
+					stuck[prog] = a
+				}
+				a.add(r.User+"\x00"+r.SourceIP, r.Resource, rv, first, until)
+				if groups++; groups <= maxPerRole {
+					f.Evidence = append(f.Evidence, Evidence{AuditID: r.FirstID, Stage: r.FirstSt, Time: first, Verb: r.FirstVerb,
+						Resource: r.Resource, Namespace: r.Namespace, User: r.User, RequestURI: r.FirstURI, Code: r.Code,
+						Role: RoleFutureWatch, ResourceVersion: r.RV})
+				}
+				return nil
+			})
+		if err != nil {
+			return f, err
+		}
+		for _, k := range sortedKeys(stuck) {
+			f.Subjects.Stuck = append(f.Subjects.Stuck, stuck[k].client())
+		}
+	}
+
+	// 409s, relists and churn in the aftermath.
+	if aw, ok := within(w, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
+		p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam(d.cfg.ChurnBy),
+			"w_since": timeParam(w.Since), "drop": timeParam(dropAt)}
+		err := selectRows(ctx, q, "the drop's aftermath", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
+			func(r aftermathRow) error {
+				switch r.Kind {
+				case "conflict":
+					if f.Subjects.Conflicts++; f.Subjects.Conflicts <= maxPerRole {
+						f.Evidence = append(f.Evidence, r.evidence(RoleConflict, r.ObjectRV))
+					}
+				case "relist":
+					if f.Subjects.Relists++; f.Subjects.Relists <= maxPerRole {
+						f.Evidence = append(f.Evidence, r.evidence(RoleRelist, r.ReqRV))
+					}
+				case "churn":
+					if len(f.Objects) < maxPerRole {
+						f.Evidence = append(f.Evidence, r.evidence(RoleChurn, r.ResponseRV))
+						f.Objects = append(f.Objects, Object{Resource: r.Resource, Namespace: r.Namespace, Name: r.Name})
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return f, err
+		}
+	}
+	f.normalize()
+	d.describe(&f)
+	return f, nil
+}
+
+// stuckAcc gathers one program's requests from the future.
+type stuckAcc struct {
+	c        StuckClient
+	inst     map[string]bool
+	res      map[string]bool
+	min, max uint64
+}
+
+func (a *stuckAcc) add(instance, resource string, rv uint64, from, until time.Time) {
+	a.inst[instance] = true
+	a.res[resource] = true
+	if a.min == 0 || rv < a.min {
+		a.min = rv
+	}
+	a.max = max(a.max, rv)
+	a.c.From = minTime(a.c.From, from)
+	a.c.Until = maxTime(a.c.Until, until)
+}
+
+func (a *stuckAcc) client() StuckClient {
+	c := a.c
+	c.Instances, c.Resources = len(a.inst), sortedKeys(a.res)
+	c.MinRV, c.MaxRV = fmtRV(a.min), fmtRV(a.max)
+	return c
+}
+
+// mergeStuck combines the stuck clients two evaluations saw, by program.
+func mergeStuck(a, b []StuckClient) []StuckClient {
+	by := map[string]StuckClient{}
+	for _, c := range append(slices.Clone(a), b...) {
+		o, ok := by[c.Program]
+		if !ok {
+			by[c.Program] = c
+			continue
+		}
+		o.Instances = max(o.Instances, c.Instances)
+		o.Resources = mergeStrings(o.Resources, c.Resources)
+		if x, ok := compareRV(c.MinRV, o.MinRV); ok && x < 0 {
+			o.MinRV = c.MinRV
+		}
+		if x, ok := compareRV(c.MaxRV, o.MaxRV); ok && x > 0 {
+			o.MaxRV = c.MaxRV
+		}
+		o.From, o.Until = minTime(o.From, c.From), maxTime(o.Until, c.Until)
+		by[c.Program] = o
+	}
+	out := make([]StuckClient, 0, len(by))
+	for _, k := range sortedKeys(by) {
+		out = append(out, by[k])
+	}
+	return out
+}
+
+// restoreFinding builds the info finding of a jump whose relist herd
+// makes it a restore with --bump-revision; ok is false when too few
+// clients relisted.
+func (d *RVRollback) restoreFinding(ctx context.Context, q Querier, w Window, cluster string, before, after Evidence) (Finding, bool, error) {
+	f := Finding{
+		ID:       FindingID(RVRollbackName, cluster, "restore", before.ResourceVersion, after.ResourceVersion),
+		Detector: RVRollbackName,
+		Cluster:  cluster,
+		Subjects: Subjects{PreviousResourceVersion: before.ResourceVersion, ResourceVersion: after.ResourceVersion},
+		Evidence: []Evidence{before, after},
+	}
+	aw, ok := within(w, cluster, after.Time.Add(-d.cfg.Bucket), after.Time.Add(d.cfg.Aftermath))
+	if !ok {
+		return f, false, nil
+	}
+	p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam([]string{}),
+		"w_since": timeParam(w.Since), "drop": timeParam(after.Time)}
+	clients := map[string]bool{}
+	err := selectRows(ctx, q, "relists after the jump", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
+		func(r aftermathRow) error {
+			if r.Kind == "relist" {
+				if f.Subjects.Relists++; f.Subjects.Relists <= maxPerRole {
+					f.Evidence = append(f.Evidence, r.evidence(RoleRelist, r.ReqRV))
+				}
+				clients[r.User+"\x00"+r.UserAgent+"\x00"+r.SourceIP] = true
+			}
+			return nil
+		})
+	if err != nil || len(clients) < d.cfg.MinHerd {
+		return f, false, err
+	}
+	f.normalize()
+	d.describe(&f)
+	return f, true, nil
+}
+
+// Merge implements Merger: evidence, objects and stuck clients are the
+// union, the counts the higher of both (each evaluation counts the whole
+// aftermath its window holds).
+func (d *RVRollback) Merge(prev, next Finding) Finding {
+	f := Merge(prev, next, d.cfg.MaxEvidence)
+	f.normalize()
+	f.Subjects.Conflicts = max(prev.Subjects.Conflicts, next.Subjects.Conflicts)
+	f.Subjects.Relists = max(prev.Subjects.Relists, next.Subjects.Relists)
+	f.Subjects.Stuck = mergeStuck(prev.Subjects.Stuck, next.Subjects.Stuck)
+	d.describe(&f)
+	return f
+}
+
+// describe sets the times, severity, confidence and text of a finding
+// from its subjects and evidence.
+func (d *RVRollback) describe(f *Finding) {
+	s := &f.Subjects
+	var before, after *Evidence
+	var creates, deletes, futureConflicts int
+	relisters := map[string]bool{}
+	afterRV, _ := strconv.ParseUint(s.ResourceVersion, 10, 64)
+	beforeRV, _ := strconv.ParseUint(s.PreviousResourceVersion, 10, 64)
+	for i := range f.Evidence {
+		e := &f.Evidence[i]
+		switch e.Role {
+		case RoleHeadBefore:
+			before = e
+		case RoleHeadAfter:
+			after = e
+		case RoleConflict:
+			if rv, err := strconv.ParseUint(e.ResourceVersion, 10, 64); err == nil && rv > afterRV {
+				futureConflicts++
+			}
+		case RoleRelist:
+			relisters[e.User] = true
+		case RoleChurn:
+			if e.Verb == "delete" {
+				deletes++
+			} else {
+				creates++
+			}
+		}
+	}
+	if before == nil || after == nil {
+		return
+	}
+	f.FirstSeen, f.LastSeen = after.Time, after.Time
+	for _, e := range f.Evidence {
+		if e.Role != RoleHeadBefore {
+			f.FirstSeen = minTime(f.FirstSeen, e.Time)
+		}
+		f.LastSeen = maxTime(f.LastSeen, e.Time)
+	}
+	for _, c := range s.Stuck {
+		f.LastSeen = maxTime(f.LastSeen, c.Until)
+	}
+	if afterRV > beforeRV {
+		d.describeRestore(f, before, after, len(relisters))
+		return
+	}
+
+	f.Severity, f.Confidence = Warning, 0.6
+	if len(s.Stuck) > 0 || futureConflicts > 0 {
+		f.Severity, f.Confidence = Critical, 0.8
+		if len(s.Stuck) > 0 && futureConflicts > 0 {
+			f.Confidence = 0.9
+		}
+		if beforeRV-afterRV >= 10*d.cfg.MinDrop {
+			f.Confidence += 0.05
+		}
+	}
+	f.Confidence = round2(f.Confidence)
+	f.Title = fmt.Sprintf("The cluster's resourceVersion went back from %s to %s: etcd restored without --bump-revision",
+		s.PreviousResourceVersion, s.ResourceVersion)
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "The highest resourceVersion the cluster's writes showed was %s", s.PreviousResourceVersion)
+	if before.AuditID != "" {
+		fmt.Fprintf(&b, " (%s %s by %s at %s)", before.Verb, evidenceTarget(*before), before.User, before.Time.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "; from %s writes showed resourceVersions at least %d lower, starting at %s (%s %s by %s), and stayed "+
+		"below it. resourceVersions are etcd revisions, which only grow: etcd was restored from a snapshot without "+
+		"--bump-revision and hands out again the revisions it had handed out since. ",
+		after.Time.Format(time.RFC3339), beforeRV-afterRV, s.ResourceVersion, after.Verb, evidenceTarget(*after), after.User)
+	if len(s.Stuck) > 0 {
+		b.WriteString("Clients watched or listed from resourceVersions above the new head, accepted and silent until the " +
+			"head passed them: ")
+		for i, c := range s.Stuck {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(c.Program)
+			if c.Instances > 1 {
+				fmt.Fprintf(&b, " (%d instances)", c.Instances)
+			}
+			fmt.Fprintf(&b, " on %s from %s", strings.Join(c.Resources, ", "), c.MinRV)
+			if c.MaxRV != c.MinRV {
+				fmt.Fprintf(&b, "–%s", c.MaxRV)
+			}
+			fmt.Fprintf(&b, ", %s to %s (%s)", c.From.Format(time.RFC3339), c.Until.Format(time.RFC3339), c.Until.Sub(c.From).Round(time.Second))
+		}
+		b.WriteString(". ")
+	} else {
+		b.WriteString("No client was seen watching from above the new head: every client restarted, or the audit policy " +
+			"hides their watches. ")
+	}
+	fmt.Fprintf(&b, "From the restart to %s after the drop: %d updates answered 409 Conflict", d.cfg.Aftermath, s.Conflicts)
+	if futureConflicts > 0 {
+		fmt.Fprintf(&b, " (%d carrying a resourceVersion above the new head, as kubelets' Lease updates do)", futureConflicts)
+	}
+	fmt.Fprintf(&b, ", %d relists by %d users, and controllers deleted %d objects they did not create and created %d that "+
+		"existed before the drop", s.Relists, len(relisters), deletes, creates)
+	if len(f.Objects) > 0 {
+		names := make([]string, 0, min(len(f.Objects), 8))
+		for _, o := range f.Objects[:min(len(f.Objects), 8)] {
+			names = append(names, o.String())
+		}
+		fmt.Fprintf(&b, " (%s", strings.Join(names, ", "))
+		if len(f.Objects) > 8 {
+			fmt.Fprintf(&b, " and %d more", len(f.Objects)-8)
+		}
+		b.WriteString(")")
+	}
+	b.WriteString(". Objects written after the snapshot are gone, and controllers acting on stale caches delete or " +
+		"re-create what they think is stale.")
+	f.Summary = b.String()
+	f.Remediation = fmt.Sprintf("Restore etcd again the documented way: `etcdutl snapshot restore SNAPSHOT --bump-revision N "+
+		"--mark-compacted` with N larger than the revisions handed out since the snapshot (at least %d here; a large margin such "+
+		"as 1000000000 is usual), then restart every kube-apiserver: marking the old revisions compacted makes every client's "+
+		"watch fail with 410 Gone and relist. Until then restart, or force to relist, the clients stuck in the future — "+
+		"kube-controller-manager, kube-scheduler, kube-proxy on every node, the kubelets and CNI agents such as Calico "+
+		"(re-initialise kube-proxy if Services still have no rules). Check Deployments' revisions (`kubectl rollout "+
+		"history`) against what etcd now holds, and re-create the objects written after the snapshot.",
+		beforeRV-afterRV)
+}
+
+// describeRestore is describe for a jump up: a restore done the safe way.
+func (d *RVRollback) describeRestore(f *Finding, before, after *Evidence, relisters int) {
+	s := &f.Subjects
+	f.Severity, f.Confidence = Info, 0.7
+	f.Title = fmt.Sprintf("The cluster's resourceVersion jumped from %s to %s: etcd restored with --bump-revision", s.PreviousResourceVersion, s.ResourceVersion)
+	f.Summary = fmt.Sprintf("The highest resourceVersion the cluster showed jumped from %s (at %s) to %s (%s %s by %s at %s), far "+
+		"more than the cluster writes in that time, and %d users relisted (%d lists) within %s: etcd was restored from a snapshot "+
+		"with --bump-revision and --mark-compacted, so clients got 410 Gone and relisted instead of watching from stale "+
+		"resourceVersions. Objects written after the snapshot are gone.",
+		s.PreviousResourceVersion, before.Time.Format(time.RFC3339), s.ResourceVersion, after.Verb, evidenceTarget(*after), after.User,
+		after.Time.Format(time.RFC3339), relisters, s.Relists, d.cfg.Aftermath)
+	f.Remediation = "Nothing to undo in the clients. Check that the objects written after the snapshot (Deployments' " +
+		"revisions, Services and their Endpoints) are what the cluster should run."
+}
+
+// clientName names a client by its user, as people call the program:
+// kubelet for system:node:<n>, the service account's name, the system
+// component's name.
+func clientName(user string) string {
+	switch {
+	case strings.HasPrefix(user, "system:node:"):
+		return "kubelet"
+	case strings.HasPrefix(user, "system:serviceaccount:"):
+		return user[strings.LastIndexByte(user, ':')+1:]
+	case strings.HasPrefix(user, "system:"):
+		return strings.TrimPrefix(user, "system:")
+	}
+	return user
+}
+
+// evidenceTarget names what an evidence event touched.
+func evidenceTarget(e Evidence) string {
+	o := Object{Resource: e.Resource, Namespace: e.Namespace, Name: e.Name}
+	if e.Name == "" {
+		if e.Namespace == "" {
+			return e.Resource
+		}
+		return e.Resource + " in " + e.Namespace
+	}
+	return o.String()
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

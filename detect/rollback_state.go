@@ -1,0 +1,195 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// What the rv-rollback detector remembers of each cluster between
+// evaluations (detector_state, key "head"): the head of its current
+// timeline, and the rollback going on, if any.
+type rollbackMemory struct {
+	// Top is the highest resourceVersion the cluster showed, TopAt the
+	// start of the bucket that showed it.
+	Top   uint64    `json:"top"`
+	TopAt time.Time `json:"top_at"`
+	// Rollback is the drop whose lower head has not caught up yet.
+	Rollback *rollbackState `json:"rollback,omitempty"`
+}
+
+// rollbackState is one rollback: the events that showed the heads before
+// and after, and the new head's highest value so far.
+type rollbackState struct {
+	BeforeRV  uint64    `json:"before_rv"`
+	AfterRV   uint64    `json:"after_rv"`
+	Before    Evidence  `json:"before"`
+	After     Evidence  `json:"after"`
+	NewHead   uint64    `json:"new_head"`
+	NewHeadAt time.Time `json:"new_head_at"`
+}
+
+const rollbackKey = "head"
+
+func (d *RVRollback) loadMemory(ctx context.Context, st StateStore, w Window) (map[string]*rollbackMemory, error) {
+	out := map[string]*rollbackMemory{}
+	if st == nil {
+		return out, nil
+	}
+	recs, err := st.LoadState(ctx, RVRollbackName, w.Clusters, w.Since.Add(-d.cfg.Remember))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if r.Key != rollbackKey {
+			continue
+		}
+		var m rollbackMemory
+		if err := json.Unmarshal(r.Body, &m); err != nil {
+			return nil, fmt.Errorf("decoding the remembered resourceVersion head of cluster %s: %w", r.Cluster, err)
+		}
+		out[r.Cluster] = &m
+	}
+	return out, nil
+}
+
+// Evaluate implements Detector: one window, nothing remembered.
+func (d *RVRollback) Evaluate(ctx context.Context, q Querier, w Window) ([]Finding, error) {
+	return d.EvaluateState(ctx, q, nil, w)
+}
+
+// EvaluateState implements Stateful: the window, measured against the
+// head and the rollback earlier evaluations remembered in st (nil:
+// nothing).
+func (d *RVRollback) EvaluateState(ctx context.Context, q Querier, st StateStore, w Window) ([]Finding, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	mem, err := d.loadMemory(ctx, st, w)
+	if err != nil {
+		return nil, err
+	}
+	heads, err := d.selectHeads(ctx, q, w)
+	if err != nil {
+		return nil, err
+	}
+	var out []Finding
+	var save []StateRecord
+	for _, cluster := range sortedKeys(heads) {
+		bs := heads[cluster]
+		m := mem[cluster]
+		var top uint64
+		var topAt time.Time
+		var cur *drop
+		var known *rollbackState
+		if m != nil && m.TopAt.Before(w.Since) {
+			// Only what happened before the window: a state saved by a
+			// later window says nothing about this one.
+			top, topAt = m.Top, m.TopAt
+			if rb := m.Rollback; rb != nil && rb.After.Time.Before(w.Since) {
+				known = rb
+				cur = &drop{Before: rb.BeforeRV, BeforeAt: m.TopAt, Confirmed: true, continuing: true,
+					NewHeads: []newHead{{At: rb.NewHeadAt, Head: rb.NewHead}}}
+			}
+		}
+		drops, jumps, end, endAt := d.scan(bs, top, topAt, cur)
+		next := &rollbackMemory{Top: end, TopAt: endAt}
+		for _, dr := range drops {
+			rb := known
+			if !dr.continuing {
+				if rb, err = d.locate(ctx, q, w, cluster, bs, dr, m); err != nil {
+					return nil, err
+				}
+				if rb == nil {
+					continue
+				}
+			}
+			n := dr.NewHeads[len(dr.NewHeads)-1]
+			if n.Head > rb.NewHead {
+				rb.NewHead, rb.NewHeadAt = n.Head, n.At
+			}
+			f, err := d.rollbackFinding(ctx, q, w, cluster, rb, dr)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, f)
+			if dr.CaughtUp.IsZero() {
+				next.Rollback = rb
+			}
+		}
+		for _, j := range jumps {
+			f, ok, err := d.jumpFinding(ctx, q, w, cluster, bs, j)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, f)
+			}
+		}
+		if st != nil && end > 0 {
+			body, err := json.Marshal(next)
+			if err != nil {
+				return nil, err
+			}
+			save = append(save, StateRecord{Detector: RVRollbackName, Cluster: cluster, Key: rollbackKey, LastSeen: lastBucket(bs), Body: body})
+		}
+	}
+	if st != nil && len(save) > 0 {
+		if err := st.SaveState(ctx, save); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func lastBucket(bs []bucket) time.Time {
+	if len(bs) == 0 {
+		return time.Time{}
+	}
+	return bs[len(bs)-1].start()
+}
+
+// locate finds the events that showed a drop's heads: the one that showed
+// the head before (in the window, else remembered: m) and the first write
+// that showed the lower one. nil when they are not to be found (the
+// window cut the drop's first bucket).
+func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, dr *drop, m *rollbackMemory) (*rollbackState, error) {
+	from := bs[dr.From].start()
+	ev, after, err := d.firstLower(ctx, q, w, cluster, dr.Before, from)
+	if err != nil || ev == nil {
+		return nil, err
+	}
+	rb := &rollbackState{BeforeRV: dr.Before, AfterRV: after, After: ev.evidence(RoleHeadAfter, fmtRV(after)),
+		NewHead: dr.NewHeads[0].Head, NewHeadAt: dr.NewHeads[0].At}
+	if m != nil && m.Rollback != nil && m.Rollback.BeforeRV == dr.Before && m.Rollback.AfterRV == after {
+		rb.Before = m.Rollback.Before
+		return rb, nil
+	}
+	before, err := d.firstShowing(ctx, q, w, cluster, dr.Before, dr.BeforeAt)
+	if err != nil {
+		return nil, err
+	}
+	if before != nil {
+		rb.Before = before.evidence(RoleHeadBefore, fmtRV(dr.Before))
+	} else {
+		// Shown before the window: only its time and value are known.
+		rb.Before = Evidence{Time: dr.BeforeAt, Role: RoleHeadBefore, ResourceVersion: fmtRV(dr.Before)}
+	}
+	return rb, nil
+}
+
+// jumpFinding looks for the relist herd after a jump and the events that
+// showed it.
+func (d *RVRollback) jumpFinding(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, j jump) (Finding, bool, error) {
+	at := bs[j.At].start()
+	before, err := d.firstShowing(ctx, q, w, cluster, j.Before, j.BeforeAt)
+	if err != nil {
+		return Finding{}, false, err
+	}
+	after, err := d.firstShowing(ctx, q, w, cluster, j.After, at)
+	if err != nil || before == nil || after == nil {
+		return Finding{}, false, err
+	}
+	return d.restoreFinding(ctx, q, w, cluster, before.evidence(RoleHeadBefore, fmtRV(j.Before)), after.evidence(RoleHeadAfter, fmtRV(j.After)))
+}
