@@ -40,7 +40,7 @@ chromium:
 ## screenshots: rewrite the UI screenshots in docs/screenshots/
 screenshots: chdb chromium
 	mkdir -p docs/screenshots
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestUIInBrowser ./cmd/auditlens/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestUIInBrowser|TestUIIncidentScenarios' ./cmd/auditlens/
 
 ## e2e-bins: build the pinned kube-apiserver, kube-controller-manager and etcd
 ## into the user cache
@@ -54,8 +54,8 @@ e2e: chdb e2e-bins
 
 ## e2e-fixtures: rerun the end-to-end scenarios and rewrite deploy/e2e/fixtures/
 e2e-fixtures: chdb e2e-bins
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -timeout 20m -v -run TestRealAPIServer ./deploy/e2e/
-	$(GO) test -count=1 -run TestFixtures ./deploy/e2e/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -timeout 20m -v -run 'TestRealAPIServer|TestHeartbeatLoss' ./deploy/e2e/
+	$(GO) test -count=1 -run 'TestFixtures|TestHeartbeatFixtures' ./deploy/e2e/
 
 ## check: formatting, vet, staticcheck and the race detector
 check: chdb

@@ -108,6 +108,9 @@ type Subjects struct {
 	NodesLost   int `json:"nodes_lost,omitempty"`
 	NodesSeen   int `json:"nodes_seen,omitempty"`
 	PodsEvicted int `json:"pods_evicted,omitempty"`
+	// LifecycleActive: the node-lifecycle controller's identity made
+	// requests during the wave, so its reaction to lost nodes would show.
+	LifecycleActive bool `json:"lifecycle_active,omitempty"`
 	// Conflicts counts the writes answered 409 Conflict, and Relists the
 	// lists, that an incident caused (rv-rollback: after the drop).
 	Conflicts int `json:"conflicts,omitempty"`

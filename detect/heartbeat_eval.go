@@ -20,7 +20,6 @@ type hbLoss struct {
 	Interval int64 `json:"interval"`
 	Thr      int64 `json:"thr"`
 
-	cluster string
 	silence [2]int64 // the feed silence that explains the gap, when one does
 }
 
@@ -107,11 +106,11 @@ func (e *hbEval) run(ctx context.Context, st StateStore) ([]Finding, error) {
 		}
 		for j := range n.GapFrom {
 			byCluster[n.Cluster] = append(byCluster[n.Cluster], &hbLoss{Node: n.Node, From: n.GapFrom[j], To: at(n.GapTo, j),
-				Interval: n.Median, Thr: n.Thr, cluster: n.Cluster})
+				Interval: n.Median, Thr: n.Thr})
 		}
 		if head, ok := e.heads[n.Cluster]; ok && head-n.LastT > n.Thr+usIn(cfg.Settle) {
 			byCluster[n.Cluster] = append(byCluster[n.Cluster], &hbLoss{Node: n.Node, From: n.LastT, Interval: n.Median,
-				Thr: n.Thr, cluster: n.Cluster})
+				Thr: n.Thr})
 		}
 	}
 
@@ -208,28 +207,37 @@ func (e *hbEval) filterIntent(ctx context.Context, cluster string, losses []*hbL
 	slices.Sort(nodes)
 	nodes = slices.Compact(nodes)
 	w := Window{Since: micros(from).Add(-cfg.IntentBefore), Until: micros(until).Add(time.Microsecond)}
-	writes, err := e.d.selectNodeWrites(ctx, e.q, w, cluster, nodes)
+	intent, err := e.d.selectIntent(ctx, e.q, w, cluster, nodes)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(losses, func(l *hbLoss) bool {
-		nw, ok := writes[l.Node]
-		if !ok {
-			return false
+	losses = slices.DeleteFunc(losses, func(l *hbLoss) bool {
+		return slices.ContainsFunc(intent[l.Node], func(t int64) bool { return t >= l.From-usIn(cfg.IntentBefore) && t <= l.end(head) })
+	})
+	if len(losses) == 0 {
+		return nil, nil
+	}
+	// Requests in the gap after the next heartbeat was due (until then the
+	// connection may still have worked) and an interval before its end (a
+	// returning kubelet relists before its next heartbeat). A node with
+	// two gaps in the span is asked about its first.
+	var names []string
+	var lo, hi []int64
+	asked := map[string]int64{}
+	from, until = losses[0].From, int64(0)
+	for _, l := range losses {
+		if _, ok := asked[l.Node]; ok {
+			continue
 		}
-		end := l.end(head)
-		for _, t := range nw.IntentT {
-			if t >= l.From-usIn(cfg.IntentBefore) && t <= end {
-				return true
-			}
-		}
-		// Requests in the gap after the next heartbeat was due (until then
-		// the connection may still have worked) and an interval before its
-		// end (a returning kubelet relists before its next heartbeat).
-		lo, hi := (l.From+l.Interval)/1_000_000+1, (end-l.Interval)/1_000_000
-		i, _ := slices.BinarySearch(nw.ActiveS, lo)
-		return i < len(nw.ActiveS) && nw.ActiveS[i] < hi
-	}), nil
+		asked[l.Node] = l.From
+		names, lo, hi = append(names, l.Node), append(lo, l.From+l.Interval+1_000_000), append(hi, l.end(head)-l.Interval)
+		from, until = min(from, l.From), max(until, l.end(head))
+	}
+	active, err := selectActive(ctx, e.q, Window{Since: micros(from), Until: micros(until).Add(time.Microsecond)}, cluster, names, lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(losses, func(l *hbLoss) bool { return active[l.Node] && asked[l.Node] == l.From }), nil
 }
 
 // splitFeedSilence tells apart the gaps that the audit feed's own
@@ -278,14 +286,21 @@ func (e *hbEval) splitFeedSilence(ctx context.Context, cluster string, losses []
 func (e *hbEval) group(cluster string, losses []*hbLoss, nodes map[string]*hbNode) []*hbWave {
 	cfg := e.d.cfg
 	slices.SortFunc(losses, func(a, b *hbLoss) int { return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.Node, b.Node)) })
+	within := func(l *hbLoss) int64 { return max(usIn(cfg.WaveWithin), l.Interval) }
 	joins := func(wv *hbWave, l *hbLoss) bool {
-		return wv.Cluster == cluster && l.From >= wv.Start && l.From-wv.Start <= max(usIn(cfg.WaveWithin), l.Interval) &&
-			wv.member(l.Node) == nil
+		return wv.Cluster == cluster && l.From >= wv.Start && l.From-wv.Start <= within(l) && wv.member(l.Node) == nil
 	}
 	var fresh []*hbWave
 	for _, l := range losses {
-		if i := slices.IndexFunc(e.mem, func(wv *hbWave) bool { return joins(wv, l) }); i >= 0 {
+		// A remembered wave takes a loss that a later window showed (a
+		// node with a longer interval is found lost later), even one that
+		// began a little before the wave's first: the wave starts earlier
+		// then, under the same ID.
+		if i := slices.IndexFunc(e.mem, func(wv *hbWave) bool {
+			return wv.Cluster == cluster && wv.member(l.Node) == nil && l.From >= wv.Start-within(l) && l.From-wv.Start <= within(l)
+		}); i >= 0 {
 			e.mem[i].Members = append(e.mem[i].Members, l)
+			e.mem[i].Start = min(e.mem[i].Start, l.From)
 			e.mem[i].changed = true
 			continue
 		}

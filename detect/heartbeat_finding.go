@@ -48,7 +48,7 @@ func (e *hbEval) finding(ctx context.Context, wv *hbWave) (Finding, error) {
 			keys, role[k] = append(keys, k), RoleHeartbeatResumed
 		}
 	}
-	rows, err := selectBoundaries(ctx, e.q, e.span, wv.Cluster, keys)
+	rows, err := selectBoundaries(ctx, e.q, wv.Cluster, keys)
 	if err != nil {
 		return Finding{}, err
 	}
@@ -102,6 +102,11 @@ func (e *hbEval) finding(ctx context.Context, wv *hbWave) (Finding, error) {
 			f.Evidence = append(f.Evidence, c.evidence(role, ""))
 		}
 		f.Subjects.PodsEvicted = len(evicted)
+		active, err := selectAnyRequest(ctx, e.q, Window{Since: micros(since), Until: micros(until)}, wv.Cluster, e.d.cfg.LifecycleUsers)
+		if err != nil {
+			return Finding{}, err
+		}
+		f.Subjects.LifecycleActive = active
 	}
 	f.normalize()
 	e.d.describe(&f)
@@ -163,6 +168,7 @@ func (d *HeartbeatLoss) Merge(prev, next Finding) Finding {
 	f.Subjects.NodesLost = max(prev.Subjects.NodesLost, next.Subjects.NodesLost)
 	f.Subjects.NodesSeen = max(prev.Subjects.NodesSeen, next.Subjects.NodesSeen)
 	f.Subjects.PodsEvicted = max(prev.Subjects.PodsEvicted, next.Subjects.PodsEvicted)
+	f.Subjects.LifecycleActive = prev.Subjects.LifecycleActive || next.Subjects.LifecycleActive
 	if !strings.HasPrefix(next.Title, "Audit feed gap") {
 		d.describe(&f)
 	}
@@ -209,6 +215,11 @@ func (d *HeartbeatLoss) describe(f *Finding) {
 	s.PodsEvicted = max(s.PodsEvicted, evictions, pods)
 	share := float64(s.NodesLost) / float64(max(s.NodesSeen, 1))
 
+	reacted := len(notReady) > 0 || len(tainted) > 0 || s.PodsEvicted > 0
+	if !reacted && s.LifecycleActive && f.LastSeen.Sub(f.FirstSeen) > d.cfg.ReactWithin {
+		d.describeUnconfirmed(f, share)
+		return
+	}
 	switch {
 	case s.PodsEvicted > 0:
 		f.Severity = Critical
@@ -274,6 +285,28 @@ func (d *HeartbeatLoss) describe(f *Finding) {
 	f.Remediation = heartbeatRemediation
 }
 
+// describeUnconfirmed describes a wave the node-lifecycle controller did
+// not react to although it was active.
+func (d *HeartbeatLoss) describeUnconfirmed(f *Finding, share float64) {
+	s := &f.Subjects
+	f.Severity, f.Confidence = Info, 0.4
+	start := f.FirstSeen
+	f.Title = fmt.Sprintf("Heartbeats of %d of %d nodes (%d%%) missing from %s, but the node-lifecycle controller did not react: "+
+		"part of the audit feed lost?", s.NodesLost, s.NodesSeen, int(share*100+0.5), start.Format(time.RFC3339))
+	f.Summary = fmt.Sprintf("From %s, the audit log holds no heartbeat and no other request of %d of the %d nodes seen before: %s. "+
+		"Other clients' requests kept arriving, among them the node-lifecycle controller's (%s), yet in %s it marked none of "+
+		"these nodes NotReady, tainted none and evicted nothing — with its default grace period (40–50 s) it reacts within a "+
+		"minute. The controller reads the nodes' Leases from etcd, so they were most likely renewed all along and only their "+
+		"audit events are missing: an apiserver whose audit backend stopped delivering (in an HA control plane, the kubelets "+
+		"connected to it vanish together), or a policy change that stopped logging them. If the controller's node writes are "+
+		"not logged at all, this can be a real heartbeat loss: check `auditlens policy check`.",
+		start.Format(time.RFC3339), s.NodesLost, s.NodesSeen, objectList(nodeObjects(f.Objects), 12),
+		strings.Join(d.cfg.LifecycleUsers, " or "), f.LastSeen.Sub(start).Round(time.Second))
+	f.Remediation = "Check the audit pipeline of each kube-apiserver for that time (apiserver_audit_error_total, " +
+		"\"Error in audit plugin\" in its log, auditlens's ingest metrics per apiserver) and whether the audit policy changed. " +
+		"If the nodes really were cut off, see the heartbeat-loss remediation: " + heartbeatRemediation
+}
+
 const heartbeatRemediation = "Cause (seed 004): the kubelets reach the apiserver through a load balancer whose failover " +
 	"silently dropped their established connections (no RST). A kubelet sends everything over one HTTP/2 connection, " +
 	"and without HTTP/2 health checks it keeps writing into the dead connection until the kernel gives up on it " +
@@ -337,9 +370,6 @@ func (d *HeartbeatLoss) loadWaves(ctx context.Context, st StateStore, w Window) 
 		}
 		if wv.ID != r.Key || wv.Cluster != r.Cluster {
 			continue // not what this version of the detector wrote
-		}
-		for _, m := range wv.Members {
-			m.cluster = wv.Cluster
 		}
 		out = append(out, &wv)
 	}

@@ -53,7 +53,9 @@ func (d *HeartbeatLoss) Needs() []policy.Need {
 			},
 			Why: "the NotReady marks (its nodes/status updates) and the node.kubernetes.io/unreachable taints (its patches of the " +
 				"nodes) are the wave's consequences; it writes as kube-controller-manager, or as its own service account",
-			Loss: "the wave is still found, but the finding cannot show the nodes marked NotReady and tainted (lower confidence)",
+			Loss: "without the controller's reaction a node cut off cannot be told from a node whose audit events alone were lost: " +
+				"while kube-controller-manager's other requests are logged, a wave that lasts past ReactWithin is reported as " +
+				"unconfirmed information",
 		},
 		{
 			ID: "evictions", Title: "pod deletions by the node-lifecycle and taint-eviction controllers", Effect: policy.Weakens,

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/auditlens/auditlens/store"
 )
@@ -12,12 +13,19 @@ import (
 // The heartbeat-loss detector's queries. Everything that grows with the
 // number of events (one row per heartbeat, per event of the feed) is
 // aggregated by the engine; Go receives one row per node and only the
-// gaps, silences and consequences of the nodes that were lost.
+// gaps, silences and consequences of the nodes that were lost. Array
+// lambdas take their arrays as arguments and never capture one: the engine
+// copies a captured array for every element (quadratic memory: a node's
+// hour of heartbeats asked for hundreds of GiB).
 
 // heartbeatFilter selects kubelets' heartbeats: the Lease of their node in
 // kube-node-lease, and their node's status, written by system:node:<node>.
+// The NodeRestriction admission plugin (on in every supported
+// configuration) lets a kubelet write only its own Node and Lease, so the
+// object's name is not compared (the engine would read the name column of
+// every heartbeat for it).
 const heartbeatFilter = `startsWith(user, 'system:node:') AND verb IN ('update', 'patch')
-          AND resource IN ('leases', 'nodes') AND name = substring(user, 13)
+          AND resource IN ('leases', 'nodes')
           AND ((resource = 'leases' AND namespace = 'kube-node-lease' AND subresource = '')
             OR (resource = 'nodes' AND subresource = 'status'))`
 
@@ -31,24 +39,41 @@ const requestTimeSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 
 // last time, median and 90th-percentile gap, the gap that makes it lost
 // (max(k × median, 1.5 × p90, floor)) and the gaps longer than that, each
 // from the heartbeat before it to the one after.
+//
+// The stages of one request share its request time. Each stage is one
+// number, time × 1000 + code, so that sorting a node's numbers puts a
+// request's stages together with its highest code last; only that one is
+// kept, and counts when its code is 2xx or 409, or 0 (no response stage
+// stored). One sort of integers per node is much cheaper than grouping
+// millions of rows by request. Each step is its own subquery: an alias
+// used twice in one SELECT is computed twice when it holds a lambda.
 const heartbeatNodesSQL = `SELECT cluster, node, length(beats) AS n, beats[1] AS first_t, beats[-1] AS last_t, med, p90, thr,
-       arrayMap(i -> beats[i], idx) AS gap_from, arrayMap(i -> beats[i + 1], idx) AS gap_to
+       arrayFilter((f, g) -> g > thr, arrayPopBack(beats), gaps) AS gap_from,
+       arrayFilter((f, g) -> g > thr, arrayPopFront(beats), gaps) AS gap_to
 FROM (
-    SELECT cluster, node, arraySort(groupArray(t)) AS beats,
-           arrayPopFront(arrayDifference(beats)) AS gaps,
-           if(empty(gaps), toInt64(0), toInt64(arrayReduce('quantileExact(0.5)', gaps))) AS med,
-           if(empty(gaps), toInt64(0), toInt64(arrayReduce('quantileExact(0.9)', gaps))) AS p90,
-           greatest(toInt64({k:Float64} * med), toInt64(1.5 * p90), {floor:Int64}) AS thr,
-           arrayFilter(i -> gaps[i] > thr, arrayEnumerate(gaps)) AS idx
+    SELECT cluster, node, beats, gaps, med, p90, greatest(toInt64({k:Float64} * med), toInt64(1.5 * p90), {floor:Int64}) AS thr
     FROM (
-        SELECT cluster, substring(user, 13) AS node, ` + requestTimeSQL + ` AS t, max(code) AS c
-        FROM audit_events
-        WHERE %WINDOW% AND ` + heartbeatFilter + `
-        GROUP BY cluster, node, t
-        HAVING c = 0 OR (c >= 200 AND c < 300) OR c = 409
+        SELECT cluster, node, beats, gaps,
+               if(empty(gaps), toInt64(0), toInt64(arrayReduce('quantileExact(0.5)', gaps))) AS med,
+               if(empty(gaps), toInt64(0), toInt64(arrayReduce('quantileExact(0.9)', gaps))) AS p90
+        FROM (
+            SELECT cluster, node, beats, arrayPopFront(arrayDifference(beats)) AS gaps
+            FROM (
+                SELECT cluster, node,
+                       arrayMap(k -> intDiv(k, 1000), arrayFilter((k, next) -> intDiv(k, 1000) != intDiv(next, 1000)
+                           AND (k % 1000 = 0 OR (k % 1000 >= 200 AND k % 1000 < 300) OR k % 1000 = 409),
+                           stages, arrayPushBack(arrayPopFront(stages), toInt64(0)))) AS beats
+                FROM (
+                    SELECT cluster, substring(user, 13) AS node, arraySort(groupArray(` + requestTimeSQL + ` * 1000 + code)) AS stages
+                    FROM audit_events
+                    WHERE %WINDOW% AND ` + heartbeatFilter + ` AND code >= 0 AND code < 1000
+                    GROUP BY cluster, user
+                )
+            )
+        )
     )
-    GROUP BY cluster, node
 )
+WHERE n > 0
 ORDER BY cluster, node`
 
 // hbNode is one node's heartbeats over the lookback and window.
@@ -77,7 +102,9 @@ func (d *HeartbeatLoss) selectNodes(ctx context.Context, q Querier, span Window)
 }
 
 // feedHeadSQL is the time of each cluster's latest event in the window: how
-// far its audit feed reaches.
+// far its audit feed reaches. The window starts where an open gap could
+// begin to matter, so the engine reads little (the sort key holds the
+// hour).
 const feedHeadSQL = `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS head FROM audit_events WHERE %WINDOW% GROUP BY cluster`
 
 func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, error) {
@@ -97,10 +124,11 @@ func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, er
 // silencesSQL returns the stretches of at least {min} seconds in which a
 // cluster's audit feed holds no event at all, as [from, to) in
 // microseconds. Seconds with events are found by the engine.
-const silencesSQL = `SELECT cluster, arrayMap(i -> ((secs[i] + 1) * 1000000, secs[i + 1] * 1000000), idx) AS silences
+const silencesSQL = `SELECT cluster, arrayMap((a, b) -> ((a + 1) * 1000000, b * 1000000), from_s, to_s) AS silences
 FROM (
-    SELECT cluster, arraySort(groupArray(s)) AS secs,
-           arrayFilter(i -> i < length(secs) AND secs[i + 1] - secs[i] - 1 >= {min:Int64}, arrayEnumerate(secs)) AS idx
+    SELECT cluster, arraySort(groupArray(s)) AS secs, arrayPopFront(arrayDifference(secs)) AS steps,
+           arrayFilter((a, d) -> d - 1 >= {min:Int64}, arrayPopBack(secs), steps) AS from_s,
+           arrayFilter((b, d) -> d - 1 >= {min:Int64}, arrayPopFront(secs), steps) AS to_s
     FROM (
         SELECT cluster, intDiv(toUnixTimestamp64Micro(ts), 1000000) AS s
         FROM audit_events
@@ -124,53 +152,78 @@ func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window)
 	return out, err
 }
 
-// nodeWritesSQL returns, for the given nodes of one cluster, the writes
-// that show someone took a node away on purpose — a delete by anyone; an
-// update or patch of the node itself by anyone but kubelets, the
-// node-lifecycle controller and routine controllers (a cordon, a taint,
-// a drain's first step) — and the seconds in which the nodes' own
-// kubelets made any request (a node that reached the apiserver during its
-// heartbeat gap is not cut off: its heartbeats are missing for another
-// reason, such as a policy that stopped logging them, or they failed).
-// One row per node.
-const nodeWritesSQL = `SELECT node, groupArrayIf(t, intent) AS intent_t, groupArrayIf(u, intent) AS intent_user,
-       groupArrayIf(v, intent) AS intent_verb, arraySort(groupUniqArrayIf(intDiv(t, 1000000), NOT intent)) AS active_s
+// intentSQL returns, for the given nodes of one cluster, the writes that
+// show someone took a node away on purpose: a delete by anyone; an update
+// or patch of the node itself by anyone but kubelets, the node-lifecycle
+// controller and routine controllers (a cordon, a taint, a drain's first
+// step). One row per node.
+const intentSQL = `SELECT name AS node, groupArray(` + requestTimeSQL + `) AS intent_t
+FROM audit_events
+WHERE %WINDOW% AND cluster = {cluster:String} AND resource = 'nodes' AND subresource = '' AND name IN {nodes:Array(String)}
+  AND (verb = 'delete' OR (verb IN ('update', 'patch') AND NOT startsWith(user, 'system:node:') AND user NOT IN {routine:Array(String)}))
+GROUP BY name`
+
+// activitySQL counts, per node, the requests its kubelet made strictly
+// inside the given stretch of its gap ({lo} and {hi}, microseconds, in the
+// order of {nodes}): a node that reached the apiserver during its heartbeat
+// gap is not cut off — its heartbeats are missing for another reason, such
+// as a policy that stopped logging them, or they failed.
+const activitySQL = `SELECT node, count() AS n
 FROM (
-    SELECT name AS node, ` + requestTimeSQL + ` AS t, toString(user) AS u, toString(verb) AS v, true AS intent
-    FROM audit_events
-    WHERE %WINDOW% AND cluster = {cluster:String} AND resource = 'nodes' AND subresource = '' AND name IN {nodes:Array(String)}
-      AND (verb = 'delete' OR (verb IN ('update', 'patch') AND NOT startsWith(user, 'system:node:') AND user NOT IN {routine:Array(String)}))
-    UNION ALL
-    SELECT substring(user, 13) AS node, ` + requestTimeSQL + ` AS t, '' AS u, '' AS v, false AS intent
+    SELECT substring(user, 13) AS node, indexOf({nodes:Array(String)}, node) AS i, ` + requestTimeSQL + ` AS t
     FROM audit_events
     WHERE %WINDOW% AND cluster = {cluster:String} AND user IN {users:Array(String)}
 )
+WHERE i > 0 AND t > {lo:Array(Int64)}[i] AND t < {hi:Array(Int64)}[i]
 GROUP BY node`
 
-type nodeWrites struct {
-	Node       string   `json:"node"`
-	IntentT    []int64  `json:"intent_t"`
-	IntentUser []string `json:"intent_user"`
-	IntentVerb []string `json:"intent_verb"`
-	ActiveS    []int64  `json:"active_s"`
+// selectIntent returns, per node, when someone took it away on purpose.
+func (d *HeartbeatLoss) selectIntent(ctx context.Context, q Querier, w Window, cluster string, nodes []string) (map[string][]int64, error) {
+	routine := append(slices.Clone(d.cfg.LifecycleUsers), d.cfg.RoutineNodeWriters...)
+	p := store.Params{"cluster": stringParam(cluster), "nodes": arrayParam(nodes), "routine": arrayParam(routine)}
+	ww := w
+	ww.Clusters = nil
+	out := map[string][]int64{}
+	err := selectRows(ctx, q, "writes of lost nodes", strings.Replace(intentSQL, "%WINDOW%", windowParams(ww, p), 1), p,
+		func(r struct {
+			Node    string  `json:"node"`
+			IntentT []int64 `json:"intent_t"`
+		}) error {
+			out[r.Node] = r.IntentT
+			return nil
+		})
+	return out, err
 }
 
-func (d *HeartbeatLoss) selectNodeWrites(ctx context.Context, q Querier, w Window, cluster string, nodes []string) (map[string]nodeWrites, error) {
+// selectActive returns the nodes whose kubelet made requests in
+// (lo[i], hi[i]).
+func selectActive(ctx context.Context, q Querier, w Window, cluster string, nodes []string, lo, hi []int64) (map[string]bool, error) {
 	users := make([]string, len(nodes))
 	for i, n := range nodes {
 		users[i] = "system:node:" + n
 	}
-	routine := append(slices.Clone(d.cfg.LifecycleUsers), d.cfg.RoutineNodeWriters...)
-	p := store.Params{"cluster": stringParam(cluster), "nodes": arrayParam(nodes), "users": arrayParam(users), "routine": arrayParam(routine)}
+	p := store.Params{"cluster": stringParam(cluster), "nodes": arrayParam(nodes), "users": arrayParam(users),
+		"lo": intArrayParam(lo), "hi": intArrayParam(hi)}
 	ww := w
 	ww.Clusters = nil
-	out := map[string]nodeWrites{}
-	err := selectRows(ctx, q, "writes of lost nodes", strings.ReplaceAll(nodeWritesSQL, "%WINDOW%", windowParams(ww, p)), p,
-		func(r nodeWrites) error {
-			out[r.Node] = r
+	out := map[string]bool{}
+	err := selectRows(ctx, q, "requests of lost nodes", strings.Replace(activitySQL, "%WINDOW%", windowParams(ww, p), 1), p,
+		func(r struct {
+			Node string `json:"node"`
+			N    int    `json:"n"`
+		}) error {
+			out[r.Node] = r.N > 0
 			return nil
 		})
 	return out, err
+}
+
+func intArrayParam(vals []int64) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = strconv.FormatInt(v, 10)
+	}
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 // consequencesSQL returns, one row per request, what followed the loss
@@ -195,6 +248,27 @@ FROM (
     HAVING c_code = 0 OR (c_code >= 200 AND c_code < 300)
 )
 ORDER BY t, audit_id`
+
+// activeSQL tells whether any of the given users made a request in one
+// cluster and window.
+const activeSQL = `SELECT count() AS n FROM (
+    SELECT 1 FROM audit_events WHERE %WINDOW% AND cluster = {cluster:String} AND user IN {users:Array(String)} LIMIT 1
+)`
+
+func selectAnyRequest(ctx context.Context, q Querier, w Window, cluster string, users []string) (bool, error) {
+	p := store.Params{"cluster": stringParam(cluster), "users": arrayParam(users)}
+	ww := w
+	ww.Clusters = nil
+	found := false
+	err := selectRows(ctx, q, "requests of the node-lifecycle controller", strings.Replace(activeSQL, "%WINDOW%", windowParams(ww, p), 1), p,
+		func(r struct {
+			N int `json:"n"`
+		}) error {
+			found = r.N > 0
+			return nil
+		})
+	return found, err
+}
 
 type consequenceRow struct {
 	eventRow
@@ -221,11 +295,12 @@ func (d *HeartbeatLoss) selectConsequences(ctx context.Context, q Querier, w Win
 
 // boundarySQL returns the stored stages of the heartbeats of one cluster
 // named by node and request time ("node/microseconds"): the last
-// heartbeat before each gap and the first after it.
+// heartbeat before each gap and the first after it. The window is narrowed
+// to the times asked for.
 const boundarySQL = `SELECT ` + eventColumns + `, concat(substring(user, 13), '/', toString(` + requestTimeSQL + `)) AS key
 FROM audit_events
 WHERE %WINDOW% AND cluster = {cluster:String} AND ` + heartbeatFilter + `
-  AND key IN {keys:Array(String)}
+  AND name IN {nodes:Array(String)} AND ` + requestTimeSQL + ` IN {times:Array(Int64)} AND key IN {keys:Array(String)}
 ORDER BY ts, stage`
 
 type boundaryRow struct {
@@ -233,15 +308,24 @@ type boundaryRow struct {
 	Key string `json:"key"`
 }
 
-func selectBoundaries(ctx context.Context, q Querier, w Window, cluster string, keys []string) (map[string][]eventRow, error) {
+func selectBoundaries(ctx context.Context, q Querier, cluster string, keys []string) (map[string][]eventRow, error) {
 	out := map[string][]eventRow{}
 	if len(keys) == 0 {
 		return out, nil
 	}
-	p := store.Params{"cluster": stringParam(cluster), "keys": arrayParam(keys)}
-	ww := w
-	ww.Clusters = nil
-	err := selectRows(ctx, q, "heartbeats around gaps", strings.Replace(boundarySQL, "%WINDOW%", windowParams(ww, p), 1), p,
+	var nodes []string
+	var times []int64
+	for _, k := range keys {
+		i := strings.LastIndexByte(k, '/')
+		t, _ := strconv.ParseInt(k[i+1:], 10, 64)
+		nodes, times = append(nodes, k[:i]), append(times, t)
+	}
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	// A stage is logged at most a request timeout after the request.
+	w := Window{Since: micros(slices.Min(times)), Until: micros(slices.Max(times)).Add(2 * time.Minute)}
+	p := store.Params{"cluster": stringParam(cluster), "keys": arrayParam(keys), "nodes": arrayParam(nodes), "times": intArrayParam(times)}
+	err := selectRows(ctx, q, "heartbeats around gaps", strings.Replace(boundarySQL, "%WINDOW%", windowParams(w, p), 1), p,
 		func(r boundaryRow) error {
 			out[r.Key] = append(out[r.Key], r.eventRow)
 			return nil

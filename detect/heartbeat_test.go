@@ -1,6 +1,9 @@
 package detect_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,9 +23,7 @@ func TestHeartbeatLossScenarios(t *testing.T) {
 	for _, sc := range scenario.All() {
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
-				cluster := "heartbeat-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
+				tr, w := importScenario(t, st, sc, scale)
 				got := evaluate(t, detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), st, w)
 				checkHeartbeat(t, tr.Want.HeartbeatWaves, got)
 			})
@@ -42,6 +43,19 @@ func checkHeartbeat(t *testing.T, want []scenario.HeartbeatWave, got []detect.Fi
 		f := got[i]
 		if f.Detector != detect.HeartbeatLossName {
 			t.Errorf("detector %s", f.Detector)
+		}
+		if w.Unconfirmed {
+			if f.Severity != detect.Info || !strings.Contains(f.Title, "did not react") {
+				t.Errorf("nodes of a lost apiserver feed reported as %s %q", f.Severity, f.Title)
+			}
+			var nodes []string
+			for _, o := range f.Objects {
+				nodes = append(nodes, o.Name)
+			}
+			if !slices.Equal(nodes, w.Nodes) || !f.FirstSeen.Equal(w.Start) {
+				t.Errorf("nodes %v from %s, want %v from %s", nodes, f.FirstSeen, w.Nodes, w.Start)
+			}
+			continue
 		}
 		if w.FeedGap {
 			if f.Severity != detect.Info || !strings.HasPrefix(f.Title, "Audit feed gap") {
@@ -128,5 +142,39 @@ func checkHeartbeat(t *testing.T, want []scenario.HeartbeatWave, got []detect.Fi
 				t.Errorf("summary and remediation do not mention %q", s)
 			}
 		}
+	}
+}
+
+// TestHeartbeatLossGolden pins the findings of a wave with evictions and
+// of a silent feed (compressed traces) as the API and `scan --format json`
+// show them.
+func TestHeartbeatLossGolden(t *testing.T) {
+	st := engine(t)
+	var all []detect.Finding
+	for _, name := range []string{"heartbeat-loss-partial-evictions", "heartbeat-feed-silent"} {
+		sc, _ := scenario.ByName(name)
+		tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+		cluster := "golden-" + name
+		w := span(importTrace(t, st, tr, cluster), cluster)
+		all = append(all, evaluate(t, detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), st, w)...)
+	}
+	detect.SortFindings(all)
+	var buf bytes.Buffer
+	if err := detect.Render(&buf, "json", all); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "heartbeat-loss.golden.json")
+	if updating() {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
 	}
 }

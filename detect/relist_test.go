@@ -28,13 +28,11 @@ func TestRelistScenarios(t *testing.T) {
 		}
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				if len(tr.Want.RelistLoops) != tc.relistLoops || len(tr.Want.RelistHerds) != tc.relistHerds {
 					t.Fatalf("the generator put %d relist loops and %d herds in %s, the case expects %d and %d",
 						len(tr.Want.RelistLoops), len(tr.Want.RelistHerds), tr, tc.relistLoops, tc.relistHerds)
 				}
-				cluster := "relist-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				checkRelistLoops(t, tr.Want.RelistLoops, evaluate(t, detect.NewRelistLoop(detect.RelistLoopConfig{}), st, w))
 				causes := map[string]bool{}
 				if tc.herdsLinked {

@@ -91,6 +91,7 @@ var scenarioCases = map[string]struct {
 	"heartbeat-drain-maintenance":      {},
 	"heartbeat-scale-down":             {},
 	"heartbeat-feed-silent":            {},
+	"heartbeat-apiserver-feed-lost":    {},
 	"heartbeat-quiet-slow-status":      {},
 	// etcd restores and their look-alikes (internal/scenario/rollback.go):
 	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
@@ -124,13 +125,11 @@ func TestScenarios(t *testing.T) {
 		}
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
 					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
 						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
 				}
-				cluster := "scenario-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
 				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
 				checkLoops(t, tr.Want.Loops, loops)
@@ -433,13 +432,11 @@ func TestScenarioGaps(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			closed := true
 			for _, scale := range scenario.Scales {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
 					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
 						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
 				}
-				cluster := "gap-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
 				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
 				checkRegressions(t, tr.Want.Regressions, regs)

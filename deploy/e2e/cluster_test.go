@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ var nodeIDs = func() []identity {
 	return out
 }()
 
-var identities = append([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs...)
+var identities = slices.Concat([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs,
+	kubeletIDs, []identity{schedulerID})
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.

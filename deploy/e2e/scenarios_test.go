@@ -46,6 +46,11 @@ type expectation struct {
 	RelistLoop *expectedFinding `json:"relist_loop,omitempty"`
 	// Silent lists the detectors that must find nothing.
 	Silent []string `json:"silent,omitempty"`
+	// AtMostInfo lists the detectors that may report information but no
+	// warning.
+	AtMostInfo []string `json:"at_most_info,omitempty"`
+	// Heartbeat is what a heartbeat scenario did (heartbeat_test.go).
+	Heartbeat *heartbeatTruth `json:"heartbeat,omitempty"`
 }
 
 type expectedFinding struct {

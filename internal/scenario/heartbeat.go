@@ -50,7 +50,11 @@ type HeartbeatWave struct {
 	NotReady bool
 	// FeedGap: nothing at all was logged over [Start, Until): not a loss.
 	FeedGap bool
-	Until   time.Time
+	// Unconfirmed: the nodes' events are missing (one apiserver's feed
+	// lost) but the node-lifecycle controller, active, never reacted: an
+	// information finding that says so.
+	Unconfirmed bool
+	Until       time.Time
 }
 
 // hbTiming is a scale's kubelet and controller timing.
@@ -101,6 +105,12 @@ type hbVariant struct {
 	// feedSilent: the whole audit feed is silent over the gap (nothing is
 	// logged), the nodes are fine.
 	feedSilent bool
+	// apiserverFeedLost: two kube-apiservers, each kubelet connected to
+	// one; the audit feed of apiserver-b is lost over the gap (its
+	// webhook batches dropped) while the nodes are fine.
+	apiserverFeedLost bool
+	// minGap bounds the gap from below at the compressed scale.
+	minGap time.Duration
 	// pods per node.
 	pods [2]int
 }
@@ -222,6 +232,21 @@ var heartbeatScenarios = []Scenario{
 		},
 	},
 	{
+		Name: "heartbeat-apiserver-feed-lost",
+		Doc: "Kubernetes 1.37 with two kube-apiservers (Trace.APIServers), 10–30 healthy nodes with Leases, each kubelet " +
+			"connected to one of them: apiserver-b's audit webhook drops its batches for 6–12 minutes, so the events of " +
+			"the kubelets it serves vanish while apiserver-a's (kube-controller-manager's among them) go on (4 minutes at " +
+			"the compressed scale: the detector waits 3 minutes for the controller's reaction). The " +
+			"controller reads the Leases from etcd and marks nobody NotReady. Expect one information finding that the " +
+			"nodes' events are missing without a node-lifecycle reaction, no warning.",
+		version: "v1.37.2", commit: "abc1234",
+		build: func(s *sim) {
+			buildHeartbeat(s, hbVariant{nodes: [2]int{10, 30}, leases: true, status: [2]time.Duration{time.Minute, 5 * time.Minute},
+				gap: [2]time.Duration{6 * time.Minute, 12 * time.Minute}, apiserverFeedLost: true, minGap: 4 * time.Minute,
+				pods: [2]int{1, 3}})
+		},
+	},
+	{
 		Name: "heartbeat-quiet-slow-status",
 		Doc: "Kubernetes 1.37 under a policy that drops Leases, 5–12 nodes in a quiet cluster: their status posts come " +
 			"every 10 s to 5 minutes (only on change, or every nodeStatusReportFrequency), nothing is lost. Expect no " +
@@ -275,7 +300,7 @@ func buildHeartbeat(s *sim, v hbVariant) {
 		if tm.div == 1 {
 			return d
 		}
-		return max(d/tm.div, 45*time.Second)
+		return max(d/tm.div, 45*time.Second, v.minGap)
 	}
 	count := v.nodes[0] + s.rng.IntN(v.nodes[1]-v.nodes[0]+1)
 	namespaces := []string{"web", "payments", "batch", "monitoring", "search"}
@@ -321,6 +346,17 @@ func buildHeartbeat(s *sim, v hbVariant) {
 	if v.feedSilent {
 		feedFrom, feedTo = waveAt, waveAt.Add(gap)
 	}
+	if v.apiserverFeedLost {
+		// Clients keep one connection each; the load balancer spread them
+		// by address.
+		s.servers = map[string]string{}
+		s.route = func(c Client, _ time.Time) string {
+			if n := len(c.SourceIP); n > 0 && (c.SourceIP[n-1]-'0')%2 == 1 {
+				return "apiserver-b"
+			}
+			return "apiserver-a"
+		}
+	}
 
 	s.hbBackground(nodes)
 	for _, n := range nodes {
@@ -328,6 +364,29 @@ func buildHeartbeat(s *sim, v hbVariant) {
 	}
 	truth := s.hbConsequences(nodes, lost, v, tm)
 
+	if v.apiserverFeedLost {
+		from, to := waveAt, waveAt.Add(gap)
+		s.silenceWhere(from, to, func(id string) bool { return s.servers[id] == "apiserver-b" })
+		w := HeartbeatWave{Seen: count, Unconfirmed: true, Start: to}
+		for _, n := range nodes {
+			if s.route(n.c, from) != "apiserver-b" {
+				continue
+			}
+			w.Nodes = append(w.Nodes, n.name)
+			// The last heartbeat apiserver-b delivered before the gap.
+			var last time.Time
+			for _, e := range s.events {
+				if e.User.Username == n.c.User && e.Stage == auditv1.StageRequestReceived && isHeartbeat(e) && e.RequestReceivedTimestamp.Before(&metav1.MicroTime{Time: from}) {
+					last = later(last, e.RequestReceivedTimestamp.Time)
+				}
+			}
+			if last.Before(w.Start) {
+				w.Start = last
+			}
+		}
+		s.want.HeartbeatWaves = append(s.want.HeartbeatWaves, w)
+		return
+	}
 	if v.feedSilent {
 		s.silence(feedFrom, feedTo)
 		w := HeartbeatWave{Seen: count, FeedGap: true, Until: feedTo}
@@ -564,17 +623,30 @@ func splitNS(p string) (ns, name string) {
 }
 
 // silence drops everything logged in [from, to): the audit feed stopped.
-// A request made in it loses all its stages; one made before keeps the
-// stages logged before.
 func (s *sim) silence(from, to time.Time) {
+	s.silenceWhere(from, to, func(string) bool { return true })
+}
+
+// silenceWhere drops what was logged in [from, to) of the requests that
+// lost picks (by audit ID). A request made in the stretch loses all its
+// stages; one made before keeps the stages logged before.
+func (s *sim) silenceWhere(from, to time.Time, lost func(id string) bool) {
 	gone := map[string]bool{}
 	for _, e := range s.events {
-		if e.Stage == auditv1.StageRequestReceived && !e.StageTimestamp.Before(&metav1.MicroTime{Time: from}) && e.StageTimestamp.Before(&metav1.MicroTime{Time: to}) {
+		if e.Stage == auditv1.StageRequestReceived && !e.StageTimestamp.Time.Before(from) && e.StageTimestamp.Time.Before(to) && lost(string(e.AuditID)) {
 			gone[string(e.AuditID)] = true
 		}
 	}
 	s.events = slices.DeleteFunc(s.events, func(e auditv1.Event) bool {
 		t := e.StageTimestamp.Time
-		return gone[string(e.AuditID)] || (!t.Before(from) && t.Before(to))
+		return gone[string(e.AuditID)] || (!t.Before(from) && t.Before(to) && lost(string(e.AuditID)))
 	})
+}
+
+// isHeartbeat reports whether e is a kubelet's Lease renewal or node
+// status post.
+func isHeartbeat(e auditv1.Event) bool {
+	r := e.ObjectRef
+	return r != nil && (r.Resource == "leases" && r.Namespace == "kube-node-lease" || r.Resource == "nodes" && r.Subresource == "status") &&
+		(e.Verb == "update" || e.Verb == "patch")
 }
