@@ -2,6 +2,7 @@ package detect_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,7 +34,36 @@ func TestRelistScenarios(t *testing.T) {
 						len(tr.Want.RelistLoops), len(tr.Want.RelistHerds), tr, tc.relistLoops, tc.relistHerds)
 				}
 				checkRelistLoops(t, tr.Want.RelistLoops, evaluate(t, detect.NewRelistLoop(detect.RelistLoopConfig{}), st, w))
-				checkRelistHerds(t, tr.Want.RelistHerds, evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{}), st, w))
+				causes := map[string]bool{}
+				if tc.herdsLinked {
+					// What Default() runs before relist-herd, stored as the
+					// Runner stores it.
+					repo := detect.NewRepository(st, nil)
+					for _, d := range []detect.Detector{detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), detect.NewRVRollback(detect.RVRollbackConfig{})} {
+						fs := evaluate(t, d, st, w)
+						if err := repo.Upsert(context.Background(), fs); err != nil {
+							t.Fatal(err)
+						}
+						for _, f := range fs {
+							causes[f.ID] = true
+						}
+					}
+				}
+				herds := evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{}), st, w)
+				var unlinked []detect.Finding
+				for _, f := range herds {
+					switch {
+					case f.Subjects.PartOf == "":
+						unlinked = append(unlinked, f)
+					case !causes[f.Subjects.PartOf] || f.Severity != detect.Info:
+						t.Errorf("herd %q: part of %q (not a finding of this cluster's heartbeat loss or restore), severity %s",
+							f.Title, f.Subjects.PartOf, f.Severity)
+					}
+				}
+				checkRelistHerds(t, tr.Want.RelistHerds, unlinked)
+				if n := len(herds) - len(unlinked); n > 0 {
+					t.Logf("%d herds part of the scenario's incident", n)
+				}
 			})
 		}
 	}

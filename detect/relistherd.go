@@ -20,7 +20,7 @@ const RelistHerdName = "relist-herd"
 
 // herdCauses are the detectors whose findings explain a relist herd: when
 // one covers the herd's time in its cluster, the herd is part of it.
-var herdCauses = []string{"heartbeat-loss", "rv-rollback"}
+var herdCauses = []string{HeartbeatLossName, RVRollbackName}
 
 // RelistHerdConfig holds the relist-herd detector's parameters. Zero
 // fields take the defaults.
@@ -79,7 +79,9 @@ func (c *RelistHerdConfig) setDefaults() {
 //
 // A relist is a list without a continue token (the pages of a paginated
 // list are one relist) or a watch-list (sendInitialEvents=true, how
-// reflectors relist since 1.32). A client is a program instance: user,
+// reflectors relist since 1.32) by a client that had already watched or
+// listed the resource in the window: a client's first list — nodes or
+// controllers starting together — is no relist. A client is a program instance: user,
 // user-agent product, address (the kubelets of different nodes, the
 // kube-proxies of different nodes, the pods of a Deployment are different
 // clients; one program's many informers are one).
@@ -150,25 +152,30 @@ const clusterSpanSQL = `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first
 FROM audit_events WHERE %WINDOW% GROUP BY cluster`
 
 // herdClientsSQL returns each client's first relist of a resource in a
-// herd's span, and how many relists it sent there.
-const herdClientsSQL = `SELECT toString(c) AS client, argMin(audit_id, s) AS audit_id, argMin(g_stage, s) AS stage, min(s) AS start,
-       argMin(g_user, s) AS user, argMin(g_user_agent, s) AS user_agent, argMin(g_source_ip, s) AS source_ip,
-       argMin(g_verb, s) AS verb, argMin(g_namespace, s) AS namespace, argMin(g_uri, s) AS uri, argMin(g_code, s) AS code,
-       argMin(g_rv, s) AS rv, count() AS relists
+// herd's span (h: a relist in [from_us, to_us)), how many relists it sent
+// there, and whether it had watched or listed the resource before in the
+// window (a client's first list — a node or a controller starting — is no
+// relist).
+const herdClientsSQL = `SELECT toString(c) AS client, argMinIf(audit_id, s, h) AS audit_id, argMinIf(g_stage, s, h) AS stage,
+       minIf(s, h) AS start, argMinIf(g_user, s, h) AS user, argMinIf(g_user_agent, s, h) AS user_agent,
+       argMinIf(g_source_ip, s, h) AS source_ip, argMinIf(g_verb, s, h) AS verb, argMinIf(g_namespace, s, h) AS namespace,
+       argMinIf(g_uri, s, h) AS uri, argMinIf(g_code, s, h) AS code, argMinIf(g_rv, s, h) AS rv, countIf(h) AS relists,
+       toBool(min(s) < minIf(s, h)) AS before
 FROM (
-    SELECT audit_id, any(r_client) AS c, min(r_start) AS s, argMin(stage, ts) AS g_stage, any(user) AS g_user,
+    SELECT audit_id, any(r_client) AS c, min(r_start) AS s, max(r_relist) AND s >= {from_us:Int64} AND s < {to_us:Int64} AS h,
+           argMin(stage, ts) AS g_stage, any(user) AS g_user,
            any(toString(user_agent)) AS g_user_agent, any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb,
            any(namespace) AS g_namespace, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv
     FROM (
-        SELECT *, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start
+        SELECT *, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start, ` + relistSQL + ` AS r_relist
         FROM audit_events
         WHERE %WINDOW% AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}
-          AND ` + relistSQL + `
+          AND verb IN ('watch', 'list')
     )
-    WHERE r_start >= {from_us:Int64} AND r_start < {to_us:Int64}
     GROUP BY audit_id
 )
 GROUP BY c
+HAVING countIf(h) > 0
 ORDER BY start, client`
 
 type herdKey struct {
@@ -200,6 +207,7 @@ type herdClient struct {
 	Code      int32  `json:"code"`
 	RV        string `json:"rv"`
 	Relists   int    `json:"relists"`
+	Before    bool   `json:"before"`
 }
 
 // Evaluate implements Detector: one window, nothing remembered.
@@ -337,13 +345,16 @@ func median(counts []int, n int) float64 {
 func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRun) (Finding, error) {
 	p := store.Params{"cluster": stringParam(r.Cluster), "group": stringParam(r.APIGroup), "resource": stringParam(r.Resource),
 		"from_us": strconv.FormatInt(r.from.UnixMicro(), 10), "to_us": strconv.FormatInt(r.to.UnixMicro(), 10)}
-	ww := Window{Since: maxTime(w.Since, r.from.Add(-time.Minute)), Until: minTime(w.Until, r.to.Add(time.Minute))}
+	ww := Window{Since: w.Since, Until: minTime(w.Until, r.to.Add(time.Minute))}
 	sql := strings.Replace(herdClientsSQL, "%WINDOW%", windowParams(ww, p), 1)
 	f := Finding{
 		ID: r.id, Detector: RelistHerdName, Cluster: r.Cluster, Severity: Warning,
 		Subjects: Subjects{Resource: r.Resource, APIGroup: r.APIGroup},
 	}
 	err := selectRows(ctx, q, "the herd's clients", sql, p, func(c herdClient) error {
+		if !c.Before {
+			return nil // its first list in the window: starting, not relisting
+		}
 		f.Evidence = append(f.Evidence, Evidence{AuditID: c.AuditID, Stage: c.Stage, Time: micros(c.Start), Verb: c.Verb,
 			Resource: r.Resource, Namespace: c.Namespace, User: c.User, RequestURI: c.URI, Code: c.Code, Role: RoleRelist,
 			ResourceVersion: c.RV})
@@ -354,6 +365,9 @@ func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRu
 	}
 	f.normalize()
 	f.Evidence = trimHerd(f.Evidence, d.cfg.MinClients)
+	if n := float64(len(f.Evidence)); n < float64(d.cfg.MinClients) || n < d.cfg.Factor*max(r.baseline, 1) {
+		return Finding{}, nil // most of them were starting
+	}
 	f.FirstSeen, f.LastSeen = f.Evidence[0].Time, f.Evidence[len(f.Evidence)-1].Time
 	fig := herdFigures{Baseline: r.baseline, Peak: r.peak}
 	d.figs.Store(f.ID, fig)

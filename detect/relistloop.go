@@ -16,15 +16,13 @@ import (
 // RelistLoopName is the name of the relist-loop detector.
 const RelistLoopName = "relist-loop"
 
-// Evidence roles of relist-loop findings (relist-herd uses RoleRelist too).
-const (
-	// RoleShortWatch is a watch (or watch-list) of the client that ended
-	// within ShortWatch of its start.
-	RoleShortWatch = "short-watch"
-	// RoleRelist (declared with heartbeat-loss's roles) is, here, the list
-	// (first page) or watch-list the client sent next; its watch_audit_id
-	// names the short watch it followed.
-)
+// RoleShortWatch is, in relist-loop findings, a watch (or watch-list) of
+// the client that ended within ShortWatch of its start. The relist after
+// it has RoleRelist (declared with heartbeat-loss's roles): the list's
+// first page or the watch-list the client sent next, whose watch_audit_id
+// names the short watch. relist-herd gives RoleRelist to each client's
+// first relist in the herd.
+const RoleShortWatch = "short-watch"
 
 // RelistLoopConfig holds the relist-loop detector's parameters. Zero
 // fields take the defaults, which hold at real and compressed time scales

@@ -42,8 +42,12 @@ var scenarioCases = map[string]struct {
 	// --bump-revision (rv-rollback's critical and info findings).
 	rollbacks, restores int
 	// relistLoops and relistHerds count the relist-loop and relist-herd
-	// findings (relist_test.go holds the detectors to them).
+	// findings (relist_test.go holds the detectors to them); herdsLinked:
+	// the scenario's relist herds are the aftermath of its heartbeat loss
+	// or etcd restore, so every further herd must be information naming
+	// that finding.
 	relistLoops, relistHerds int
+	herdsLinked              bool
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -77,12 +81,12 @@ var scenarioCases = map[string]struct {
 	"watch-list-relists":    {},
 	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
 	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
-	"heartbeat-loss-seed":              {},
-	"heartbeat-loss-partial-evictions": {},
-	"heartbeat-loss-short":             {},
-	"heartbeat-loss-large":             {},
-	"heartbeat-loss-status-only":       {},
-	"heartbeat-loss-hours":             {},
+	"heartbeat-loss-seed":              {herdsLinked: true},
+	"heartbeat-loss-partial-evictions": {herdsLinked: true},
+	"heartbeat-loss-short":             {herdsLinked: true},
+	"heartbeat-loss-large":             {herdsLinked: true},
+	"heartbeat-loss-status-only":       {herdsLinked: true},
+	"heartbeat-loss-hours":             {herdsLinked: true},
 	"heartbeat-one-node-lost":          {},
 	"heartbeat-drain-maintenance":      {},
 	"heartbeat-scale-down":             {},
@@ -92,11 +96,11 @@ var scenarioCases = map[string]struct {
 	// etcd restores and their look-alikes (internal/scenario/rollback.go):
 	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
 	// critical findings, restores: restores with --bump-revision).
-	"etcd-restore":               {rollbacks: 1},
-	"etcd-restore-metadata":      {rollbacks: 1},
-	"etcd-restore-ha":            {rollbacks: 1},
-	"etcd-restore-bump":          {restores: 1},
-	"etcd-restore-bump-metadata": {restores: 1},
+	"etcd-restore":               {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-metadata":      {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-ha":            {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-bump":          {restores: 1, herdsLinked: true},
+	"etcd-restore-bump-metadata": {restores: 1, herdsLinked: true},
 	"apiserver-restart":          {},
 	"ha-lagging-cache":           {},
 	"new-cluster":                {},

@@ -221,6 +221,30 @@ func (s *sim) loopTruth(specs []*loopSpec) {
 	}
 }
 
+// leaderLeases renews kube-controller-manager's and kube-scheduler's
+// leader-election Leases every 2 s, as a real control plane does: each
+// update carries the resourceVersion its client held (objectRef, from the
+// request body) and writes a new one, so the cluster's head shows in the
+// audit log all along, not only at the rare writes of the background.
+func (s *sim) leaderLeases() {
+	renew := 2 * time.Second
+	for _, l := range []struct {
+		c    Client
+		name string
+	}{{s.kcm(), "kube-controller-manager"}, {s.scheduler(), "kube-scheduler"}} {
+		held := s.currentRev(s.t0)
+		for t := s.t0.Add(s.between(0, renew)); t.Before(s.end); t = t.Add(s.between(renew*9/10, renew*11/10)) {
+			lat := s.between(2*time.Millisecond, 10*time.Millisecond)
+			s.do(t, lat, request{c: l.c, verb: "update",
+				uri: "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/" + l.name + "?timeout=5s",
+				ref: auditv1.ObjectReference{Resource: "leases", Namespace: "kube-system", Name: l.name, APIGroup: "coordination.k8s.io",
+					APIVersion: "v1", ResourceVersion: strconv.FormatInt(held, 10)},
+				level: auditv1.LevelMetadata, status: &metav1.Status{Code: 200}})
+			held = s.revAt(t.Add(lat))
+		}
+	}
+}
+
 // traceEnd is the end of a relist scenario: periods restart periods, and
 // at least five minutes, so that a compressed trace has minutes enough
 // to learn how often its clients relist.
@@ -232,6 +256,7 @@ func buildRelistLoop(s *sim) {
 	s.seedCluster()
 	s.end = s.traceEnd(8)
 	s.background()
+	s.leaderLeases()
 	span := s.end.Sub(s.t0)
 	kcm := s.kcm()
 	var specs []*loopSpec
@@ -262,6 +287,7 @@ func buildRelistLoopWatchList(s *sim) {
 	s.seedCluster()
 	s.end = s.traceEnd(8)
 	s.background()
+	s.leaderLeases()
 	span := s.end.Sub(s.t0)
 	kcm := s.kcm()
 	specs := []*loopSpec{{c: kcm, res: "serviceaccounts", watchList: true,
@@ -286,6 +312,7 @@ func buildRelistHerd(s *sim) {
 	s.seedCluster()
 	s.end = s.traceEnd(6)
 	s.background()
+	s.leaderLeases()
 	span := s.end.Sub(s.t0)
 	n := 12 + s.rng.IntN(29)
 	failover := s.t0.Add(span/2 + s.between(0, span/8))
@@ -329,6 +356,7 @@ func buildRelistControls(s *sim) {
 	s.seedCluster()
 	s.end = s.traceEnd(8)
 	s.background()
+	s.leaderLeases()
 	span := s.end.Sub(s.t0)
 
 	// A standby kube-controller-manager and kube-scheduler take over (the
