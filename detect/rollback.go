@@ -296,8 +296,9 @@ type jump struct {
 // scan walks a cluster's head series from the remembered head top (0:
 // none) and the remembered rollback still going on (nil: none), and
 // returns the drops (the remembered one first when it goes on) and jumps
-// it shows, and the head the series ends at.
-func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (drops []*drop, jumps []jump, end uint64, endAt time.Time) {
+// it shows, the drop the series ends too soon to tell (pending), and the
+// head the series ends at.
+func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (drops []*drop, jumps []jump, pending *drop, end uint64, endAt time.Time) {
 	var first time.Time // where the head's usual growth is measured from
 	var firstTop uint64
 	if cur != nil {
@@ -332,7 +333,7 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 				// A second restore to an older snapshot: a drop from the
 				// new head.
 				if h := cur.NewHeads[len(cur.NewHeads)-1].Head; b.Head+d.cfg.MinDrop <= h && len(cur.NewHeads) > 1 {
-					if nd := d.confirm(bs, i, h); nd != nil {
+					if nd, _ := d.confirm(bs, i, h); nd != nil {
 						nd.BeforeAt = cur.NewHeads[len(cur.NewHeads)-1].At
 						cur.CaughtUp = t
 						cur = nd
@@ -343,11 +344,17 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 			continue
 		}
 		if b.Head > 0 && top > 0 && b.Head+d.cfg.MinDrop <= top {
-			if nd := d.confirm(bs, i, top); nd != nil {
+			nd, ended := d.confirm(bs, i, top)
+			if nd != nil {
 				nd.BeforeAt = topAt
 				cur = nd
 				drops = append(drops, nd)
 				continue
+			}
+			if ended && pending == nil {
+				// The window ends before the drop could be told: the next
+				// evaluation measures it against the same head.
+				pending = &drop{Before: top, BeforeAt: topAt, From: i}
 			}
 			// Not held: an old object's resourceVersion, or too soon to
 			// tell; the head stays.
@@ -367,21 +374,21 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 		}
 		raise(b.Head, t)
 	}
-	return drops, jumps, top, topAt
+	return drops, jumps, pending, top, topAt
 }
 
 // confirm checks that the head stays at least MinDrop below before from
-// bucket i on, for Hold, shown by enough writes; nil when it does not
-// (yet).
-func (d *RVRollback) confirm(bs []bucket, i int, before uint64) *drop {
-	nd := &drop{Before: before, From: i}
+// bucket i on, for Hold, shown by enough writes; nil when it does not (yet:
+// ended reports that the series ended before it could tell).
+func (d *RVRollback) confirm(bs []bucket, i int, before uint64) (nd *drop, ended bool) {
+	nd = &drop{Before: before, From: i}
 	users := map[string]bool{}
 	start := bs[i].start()
 	var last time.Time
 	for j := i; j < len(bs); j++ {
 		b := bs[j]
 		if b.Head >= before {
-			break
+			return nil, false
 		}
 		if b.Head == 0 || b.Head+d.cfg.MinDrop > before {
 			continue
@@ -400,8 +407,8 @@ func (d *RVRollback) confirm(bs []bucket, i int, before uint64) *drop {
 			// Keep only what the first bucket showed: the scan adds the
 			// rest bucket by bucket.
 			nd.NewHeads = nd.NewHeads[:1]
-			return nd
+			return nd, false
 		}
 	}
-	return nil
+	return nil, true
 }

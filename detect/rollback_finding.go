@@ -201,7 +201,15 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 
 	// Clients in the future, for as long as the head stays below what they
 	// ask for.
-	if fw, ok := within(w, cluster, from, time.Time{}); ok {
+	// A drop this window shows only the end of (its head-before and first
+	// lower write remembered) is followed from its restart: what came
+	// between, before the window, is its own doing, at most Aftermath
+	// before the drop.
+	reach := w
+	if from.Before(reach.Since) {
+		reach.Since = from
+	}
+	if fw, ok := within(reach, cluster, from, time.Time{}); ok {
 		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV), "from": timeParam(from)}
 		stuck := map[string]*stuckAcc{}
 		groups := 0
@@ -239,9 +247,9 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 	}
 
 	// 409s, relists and churn in the aftermath.
-	if aw, ok := within(w, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
+	if aw, ok := within(reach, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
 		p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam(d.cfg.ChurnBy),
-			"w_since": timeParam(w.Since), "drop": timeParam(dropAt)}
+			"w_since": timeParam(reach.Since), "drop": timeParam(dropAt)}
 		err := selectRows(ctx, q, "the drop's aftermath", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
 			func(r aftermathRow) error {
 				switch r.Kind {

@@ -17,6 +17,9 @@ type rollbackMemory struct {
 	TopAt time.Time `json:"top_at"`
 	// Rollback is the drop whose lower head has not caught up yet.
 	Rollback *rollbackState `json:"rollback,omitempty"`
+	// Pending is a drop the window ended too soon to tell: its events, so
+	// that the next evaluation, which sees its rest, names the same ones.
+	Pending *rollbackState `json:"pending,omitempty"`
 }
 
 // rollbackState is one rollback: the events that showed the heads before
@@ -93,8 +96,13 @@ func (d *RVRollback) EvaluateState(ctx context.Context, q Querier, st StateStore
 					NewHeads: []newHead{{At: rb.NewHeadAt, Head: rb.NewHead}}}
 			}
 		}
-		drops, jumps, end, endAt := d.scan(bs, top, topAt, cur)
+		drops, jumps, pending, end, endAt := d.scan(bs, top, topAt, cur)
 		next := &rollbackMemory{Top: end, TopAt: endAt}
+		if pending != nil && len(drops) == 0 {
+			if next.Pending, err = d.locate(ctx, q, w, cluster, bs, pending, m); err != nil {
+				return nil, err
+			}
+		}
 		for _, dr := range drops {
 			rb := known
 			if !dr.continuing {
@@ -155,17 +163,30 @@ func lastBucket(bs []bucket) time.Time {
 // that showed the lower one. nil when they are not to be found (the
 // window cut the drop's first bucket).
 func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, dr *drop, m *rollbackMemory) (*rollbackState, error) {
+	var newHead newHead
+	if len(dr.NewHeads) > 0 {
+		newHead = dr.NewHeads[0]
+	}
+	// The same drop an earlier evaluation saw begin: the same events, and
+	// so the same finding, whatever part of it this window holds.
+	if m != nil {
+		for _, known := range []*rollbackState{m.Rollback, m.Pending} {
+			if known != nil && known.BeforeRV == dr.Before {
+				rb := *known
+				if newHead.Head > rb.NewHead {
+					rb.NewHead, rb.NewHeadAt = newHead.Head, newHead.At
+				}
+				return &rb, nil
+			}
+		}
+	}
 	from := bs[dr.From].start()
 	ev, after, err := d.firstLower(ctx, q, w, cluster, dr.Before, from)
 	if err != nil || ev == nil {
 		return nil, err
 	}
 	rb := &rollbackState{BeforeRV: dr.Before, AfterRV: after, After: ev.evidence(RoleHeadAfter, fmtRV(after)),
-		NewHead: dr.NewHeads[0].Head, NewHeadAt: dr.NewHeads[0].At}
-	if m != nil && m.Rollback != nil && m.Rollback.BeforeRV == dr.Before && m.Rollback.AfterRV == after {
-		rb.Before = m.Rollback.Before
-		return rb, nil
-	}
+		NewHead: newHead.Head, NewHeadAt: newHead.At}
 	before, err := d.firstShowing(ctx, q, w, cluster, dr.Before, dr.BeforeAt)
 	if err != nil {
 		return nil, err
