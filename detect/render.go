@@ -53,9 +53,21 @@ func renderText(w *bufio.Writer, fs []Finding) {
 		fmt.Fprintf(w, "\n%s  %s  cluster %s  confidence %.2f\n", strings.ToUpper(string(f.Severity)), f.Detector, f.Cluster, f.Confidence)
 		fmt.Fprintf(w, "  %s\n", f.Title)
 		fmt.Fprintf(w, "  id %s, seen %s to %s\n", f.ID, stamp(f.FirstSeen), stamp(f.LastSeen))
-		fmt.Fprintf(w, "  client: %s, user agent %q%s\n", s.User, s.UserAgent, ifSet(", from ", s.SourceIP))
-		fmt.Fprintf(w, "  resource: %s%s, resourceVersion %s%s%s%s\n", groupResource(s.APIGroup, s.Resource), ifSet(" in namespace ", s.Namespace),
-			s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"), ifCount(", watch restarts ", s.WatchRestarts), ifCount(", iterations ", s.Iterations))
+		if s.User != "" || s.UserAgent != "" {
+			fmt.Fprintf(w, "  client: %s, user agent %q%s\n", s.User, s.UserAgent, ifSet(", from ", s.SourceIP))
+		}
+		if s.Resource != "" {
+			fmt.Fprintf(w, "  resource: %s%s, resourceVersion %s%s%s%s\n", groupResource(s.APIGroup, s.Resource), ifSet(" in namespace ", s.Namespace),
+				s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"), ifCount(", watch restarts ", s.WatchRestarts), ifCount(", iterations ", s.Iterations))
+		} else if s.ResourceVersion != "" {
+			// A cluster-wide finding (rv-rollback): the cluster's resourceVersion.
+			fmt.Fprintf(w, "  resourceVersion %s%s%s%s\n", s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"),
+				ifCount(", 409 conflicts ", s.Conflicts), ifCount(", relists ", s.Relists))
+		}
+		for _, c := range s.Stuck {
+			fmt.Fprintf(w, "  stuck: %s (%d) on %s from %s–%s, %s to %s\n", c.Program, c.Instances, strings.Join(c.Resources, ", "),
+				c.MinRV, c.MaxRV, stamp(c.From), stamp(c.Until))
+		}
 		if len(f.Objects) > 0 {
 			var objs []string
 			for _, o := range f.Objects {
