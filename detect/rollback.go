@@ -57,6 +57,12 @@ type RVRollbackConfig struct {
 	// stays below for as long as the snapshot's changes took to write (in
 	// the e2e run: 300 revisions, 40 s).
 	Hold time.Duration
+	// MinGap is how long successful writes must have paused between the
+	// last that showed the old head and the first that showed the new one
+	// (default 1s): a restore stops etcd and restarts every apiserver (in
+	// the e2e run 5 s), whereas two sources of resourceVersions mixed under
+	// one cluster name alternate without a pause.
+	MinGap time.Duration
 	// MinWitnesses is the fewest distinct resourceVersions, written by at
 	// least two users, that show the lower head during Hold (default 5).
 	MinWitnesses int
@@ -96,6 +102,9 @@ func (c *RVRollbackConfig) setDefaults() {
 	}
 	if c.Hold <= 0 {
 		c.Hold = 20 * time.Second
+	}
+	if c.MinGap <= 0 {
+		c.MinGap = time.Second
 	}
 	if c.MinWitnesses <= 0 {
 		c.MinWitnesses = 5
@@ -246,6 +255,7 @@ type drop struct {
 	NewHeads   []newHead // the new head's running maximum, by bucket
 	CaughtUp   time.Time // when a write showed Before again (zero: not in the window)
 	Confirmed  bool
+	Retracted  bool // the old head came back at once: no rollback
 	Witnesses  int
 	Users      []string
 	continuing bool // the drop happened before the window (remembered)
@@ -271,6 +281,25 @@ func (d *drop) headAt(t time.Time) uint64 {
 		h = d.NewHeads[0].Head
 	}
 	return h
+}
+
+// jumpedBack reports whether head, at or above the old head at t, came
+// at once rather than by the new head's growth: by more than ten times
+// what the new head grew by, at its rate so far, since it was last
+// raised, and more than MinDrop. Without a rate (one value) it cannot
+// tell, and says no.
+func (d *drop) jumpedBack(head uint64, t time.Time, bucket time.Duration, minDrop uint64) bool {
+	n := len(d.NewHeads)
+	if n < 2 {
+		return false
+	}
+	first, last := d.NewHeads[0], d.NewHeads[n-1]
+	el := last.At.Sub(first.At).Seconds()
+	if el <= 0 || head <= last.Head {
+		return false
+	}
+	expected := float64(last.Head-first.Head) / el * (t.Sub(last.At) + bucket).Seconds()
+	return float64(head-last.Head) > 10*expected+float64(minDrop)
 }
 
 // passed returns when the new head first reached rv.
@@ -318,7 +347,12 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 		if cur != nil {
 			if b.Head >= cur.Before {
 				// A write showed the old head again: the new timeline
-				// caught up (or the drop was not one).
+				// caught up, growing as a head grows — or the old head is
+				// back at once, and the drop was two sources of
+				// resourceVersions taking turns, no restore.
+				if !cur.continuing && cur.jumpedBack(b.Head, t, d.cfg.Bucket, d.cfg.MinDrop) {
+					cur.Retracted = true
+				}
 				cur.CaughtUp = t
 				top, topAt = b.Head, t
 				cur = nil
@@ -360,11 +394,10 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 			// tell; the head stays.
 			continue
 		}
-		if b.Head > 0 && top > 0 && b.Head >= top+d.cfg.MinJump {
-			usual := 0.0
-			if el := topAt.Sub(first).Seconds(); el > 0 {
-				usual = float64(top-firstTop) / el * (t.Sub(topAt).Seconds() + d.cfg.Bucket.Seconds())
-			}
+		// A jump needs the usual growth to compare with, measured over at
+		// least Hold.
+		if el := topAt.Sub(first); b.Head > 0 && top > 0 && b.Head >= top+d.cfg.MinJump && el >= d.cfg.Hold {
+			usual := float64(top-firstTop) / el.Seconds() * (t.Sub(topAt).Seconds() + d.cfg.Bucket.Seconds())
 			if float64(b.Head-top) >= d.cfg.JumpRatio*usual {
 				jumps = append(jumps, jump{Before: top, After: b.Head, BeforeAt: topAt, At: i})
 				top, topAt = b.Head, t

@@ -1,13 +1,17 @@
 package detect_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/scenario"
 )
 
@@ -220,4 +224,80 @@ func countInfo(fs []detect.Finding) int {
 		}
 	}
 	return n
+}
+
+// TestRVRollbackGolden pins the finding of a generated restore without
+// bump (the compressed trace) as the API and `scan --format json` show it.
+func TestRVRollbackGolden(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("etcd-restore")
+	tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+	w := span(importTrace(t, st, tr, "golden-rollback"), "golden-rollback")
+	got := evaluate(t, detect.NewRVRollback(detect.RVRollbackConfig{}), st, w)
+	var buf bytes.Buffer
+	if err := detect.Render(&buf, "json", got); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join("testdata", "etcd-restore.golden.json")
+	if updating() {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+	}
+}
+
+// TestRVRollbackByAPIServer imports the logs of an HA control plane's two
+// apiservers each under its own name into one cluster, as the webhook's
+// /audit/{cluster}/{apiserver} paths do: the head is the cluster's, and
+// the restore is found as from the merged log.
+func TestRVRollbackByAPIServer(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("etcd-restore-ha")
+	for _, scale := range scenario.Scales {
+		t.Run(scale.Name, func(t *testing.T) {
+			tr := sc.Generate(scale, scenario.Start, 1)
+			parts := tr.ByAPIServer()
+			if len(parts) != 2 {
+				t.Fatalf("%d apiservers, want 2", len(parts))
+			}
+			cluster := "rb-byapiserver-" + scale.Name
+			var first, last time.Time
+			for _, name := range []string{"apiserver-a", "apiserver-b"} {
+				var buf bytes.Buffer
+				if err := parts[name].WriteLog(&buf); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(t.TempDir(), name+".log")
+				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
+					ingest.ImportConfig{Cluster: cluster, APIServer: name})
+				if err != nil || stats.Rejected != 0 {
+					t.Fatalf("importing %s: %v", name, err)
+				}
+				if first.IsZero() || stats.First.Before(first) {
+					first = stats.First
+				}
+				last = maxT(last, stats.Last)
+			}
+			w := detect.Window{Since: first, Until: last.Add(time.Microsecond), Clusters: []string{cluster}}
+			checkRollbacks(t, tr, evaluate(t, detect.NewRVRollback(detect.RVRollbackConfig{}), st, w))
+		})
+	}
+}
+
+func maxT(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
