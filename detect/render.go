@@ -61,7 +61,13 @@ func renderText(w *bufio.Writer, fs []Finding) {
 			fmt.Fprintf(w, "  resource: %s%s, resourceVersion %s%s%s%s\n", groupResource(s.APIGroup, s.Resource), ifSet(" in namespace ", s.Namespace),
 				s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"), ifCount(", watch restarts ", s.WatchRestarts), ifCount(", iterations ", s.Iterations))
 		} else if s.ResourceVersion != "" || s.PreviousResourceVersion != "" {
-			fmt.Fprintf(w, "  resourceVersion %s%s\n", s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"))
+			// A cluster-wide finding (rv-rollback): the cluster's resourceVersion.
+			fmt.Fprintf(w, "  resourceVersion %s%s%s%s\n", s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"),
+				ifCount(", 409 conflicts ", s.Conflicts), ifCount(", relists ", s.Relists))
+		}
+		for _, c := range s.Stuck {
+			fmt.Fprintf(w, "  stuck: %s (%d) on %s from %s–%s, %s to %s\n", c.Program, c.Instances, strings.Join(c.Resources, ", "),
+				c.MinRV, c.MaxRV, stamp(c.From), stamp(c.Until))
 		}
 		if len(f.Objects) > 0 {
 			var objs []string

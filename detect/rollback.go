@@ -56,6 +56,12 @@ type RVRollbackConfig struct {
 	// stays below for as long as the snapshot's changes took to write (in
 	// the e2e run: 300 revisions, 40 s).
 	Hold time.Duration
+	// MinGap is how long successful writes must have paused between the
+	// last that showed the old head and the first that showed the new one
+	// (default 1s): a restore stops etcd and restarts every apiserver (in
+	// the e2e run 5 s), whereas two sources of resourceVersions mixed under
+	// one cluster name alternate without a pause.
+	MinGap time.Duration
 	// MinWitnesses is the fewest distinct resourceVersions, written by at
 	// least two users, that show the lower head during Hold (default 5).
 	MinWitnesses int
@@ -95,6 +101,9 @@ func (c *RVRollbackConfig) setDefaults() {
 	}
 	if c.Hold <= 0 {
 		c.Hold = 20 * time.Second
+	}
+	if c.MinGap <= 0 {
+		c.MinGap = time.Second
 	}
 	if c.MinWitnesses <= 0 {
 		c.MinWitnesses = 5
@@ -245,6 +254,7 @@ type drop struct {
 	NewHeads   []newHead // the new head's running maximum, by bucket
 	CaughtUp   time.Time // when a write showed Before again (zero: not in the window)
 	Confirmed  bool
+	Retracted  bool // the old head came back at once: no rollback
 	Witnesses  int
 	Users      []string
 	continuing bool // the drop happened before the window (remembered)
@@ -272,6 +282,25 @@ func (d *drop) headAt(t time.Time) uint64 {
 	return h
 }
 
+// jumpedBack reports whether head, at or above the old head at t, came
+// at once rather than by the new head's growth: by more than ten times
+// what the new head grew by, at its rate so far, since it was last
+// raised, and more than MinDrop. Without a rate (one value) it cannot
+// tell, and says no.
+func (d *drop) jumpedBack(head uint64, t time.Time, bucket time.Duration, minDrop uint64) bool {
+	n := len(d.NewHeads)
+	if n < 2 {
+		return false
+	}
+	first, last := d.NewHeads[0], d.NewHeads[n-1]
+	el := last.At.Sub(first.At).Seconds()
+	if el <= 0 || head <= last.Head {
+		return false
+	}
+	expected := float64(last.Head-first.Head) / el * (t.Sub(last.At) + bucket).Seconds()
+	return float64(head-last.Head) > 10*expected+float64(minDrop)
+}
+
 // passed returns when the new head first reached rv.
 func (d *drop) passed(rv uint64) (time.Time, bool) {
 	for _, n := range d.NewHeads {
@@ -295,8 +324,9 @@ type jump struct {
 // scan walks a cluster's head series from the remembered head top (0:
 // none) and the remembered rollback still going on (nil: none), and
 // returns the drops (the remembered one first when it goes on) and jumps
-// it shows, and the head the series ends at.
-func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (drops []*drop, jumps []jump, end uint64, endAt time.Time) {
+// it shows, the drop the series ends too soon to tell (pending), and the
+// head the series ends at.
+func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (drops []*drop, jumps []jump, pending *drop, end uint64, endAt time.Time) {
 	var first time.Time // where the head's usual growth is measured from
 	var firstTop uint64
 	if cur != nil {
@@ -316,7 +346,12 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 		if cur != nil {
 			if b.Head >= cur.Before {
 				// A write showed the old head again: the new timeline
-				// caught up (or the drop was not one).
+				// caught up, growing as a head grows — or the old head is
+				// back at once, and the drop was two sources of
+				// resourceVersions taking turns, no restore.
+				if !cur.continuing && cur.jumpedBack(b.Head, t, d.cfg.Bucket, d.cfg.MinDrop) {
+					cur.Retracted = true
+				}
 				cur.CaughtUp = t
 				top, topAt = b.Head, t
 				cur = nil
@@ -331,7 +366,7 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 				// A second restore to an older snapshot: a drop from the
 				// new head.
 				if h := cur.NewHeads[len(cur.NewHeads)-1].Head; b.Head+d.cfg.MinDrop <= h && len(cur.NewHeads) > 1 {
-					if nd := d.confirm(bs, i, h); nd != nil {
+					if nd, _ := d.confirm(bs, i, h); nd != nil {
 						nd.BeforeAt = cur.NewHeads[len(cur.NewHeads)-1].At
 						cur.CaughtUp = t
 						cur = nd
@@ -342,21 +377,26 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 			continue
 		}
 		if b.Head > 0 && top > 0 && b.Head+d.cfg.MinDrop <= top {
-			if nd := d.confirm(bs, i, top); nd != nil {
+			nd, ended := d.confirm(bs, i, top)
+			if nd != nil {
 				nd.BeforeAt = topAt
 				cur = nd
 				drops = append(drops, nd)
 				continue
 			}
+			if ended && pending == nil {
+				// The window ends before the drop could be told: the next
+				// evaluation measures it against the same head.
+				pending = &drop{Before: top, BeforeAt: topAt, From: i}
+			}
 			// Not held: an old object's resourceVersion, or too soon to
 			// tell; the head stays.
 			continue
 		}
-		if b.Head > 0 && top > 0 && b.Head >= top+d.cfg.MinJump {
-			usual := 0.0
-			if el := topAt.Sub(first).Seconds(); el > 0 {
-				usual = float64(top-firstTop) / el * (t.Sub(topAt).Seconds() + d.cfg.Bucket.Seconds())
-			}
+		// A jump needs the usual growth to compare with, measured over at
+		// least Hold.
+		if el := topAt.Sub(first); b.Head > 0 && top > 0 && b.Head >= top+d.cfg.MinJump && el >= d.cfg.Hold {
+			usual := float64(top-firstTop) / el.Seconds() * (t.Sub(topAt).Seconds() + d.cfg.Bucket.Seconds())
 			if float64(b.Head-top) >= d.cfg.JumpRatio*usual {
 				jumps = append(jumps, jump{Before: top, After: b.Head, BeforeAt: topAt, At: i})
 				top, topAt = b.Head, t
@@ -366,21 +406,21 @@ func (d *RVRollback) scan(bs []bucket, top uint64, topAt time.Time, cur *drop) (
 		}
 		raise(b.Head, t)
 	}
-	return drops, jumps, top, topAt
+	return drops, jumps, pending, top, topAt
 }
 
 // confirm checks that the head stays at least MinDrop below before from
-// bucket i on, for Hold, shown by enough writes; nil when it does not
-// (yet).
-func (d *RVRollback) confirm(bs []bucket, i int, before uint64) *drop {
-	nd := &drop{Before: before, From: i}
+// bucket i on, for Hold, shown by enough writes; nil when it does not (yet:
+// ended reports that the series ended before it could tell).
+func (d *RVRollback) confirm(bs []bucket, i int, before uint64) (nd *drop, ended bool) {
+	nd = &drop{Before: before, From: i}
 	users := map[string]bool{}
 	start := bs[i].start()
 	var last time.Time
 	for j := i; j < len(bs); j++ {
 		b := bs[j]
 		if b.Head >= before {
-			break
+			return nil, false
 		}
 		if b.Head == 0 || b.Head+d.cfg.MinDrop > before {
 			continue
@@ -399,8 +439,8 @@ func (d *RVRollback) confirm(bs []bucket, i int, before uint64) *drop {
 			// Keep only what the first bucket showed: the scan adds the
 			// rest bucket by bucket.
 			nd.NewHeads = nd.NewHeads[:1]
-			return nd
+			return nd, false
 		}
 	}
-	return nil
+	return nil, true
 }

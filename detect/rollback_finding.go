@@ -14,13 +14,16 @@ import (
 // The rv-rollback detector's findings: the evidence queries, run only
 // around a drop or a jump the head series showed, and the text.
 
-// headEventsSQL lists the events of a short range that show the head: the
-// successful writes, with the resourceVersion headSQL reads from each.
-const headEventsSQL = `SELECT ` + eventColumns + `,
+// headEventsSQL lists the successful writes of short ranges (each {span}
+// long from one of {starts}, in microseconds), with the resourceVersion
+// headSQL reads from each. The ranges are a small part of the window: only
+// their rows are read beyond their times (PREWHERE).
+const headEventsSQL = `SELECT audit_id, toUnixTimestamp64Micro(ts) AS t,
        greatest(toUInt64OrZero(response_rv), if(verb = 'update', toUInt64OrZero(object_rv), 0)) AS hv
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete'
-  AND code >= 200 AND code < 300 AND hv > 0
+PREWHERE %WINDOW% AND cluster = {cluster:String}
+  AND arrayExists(s -> toUnixTimestamp64Micro(ts) >= s AND toUnixTimestamp64Micro(ts) < s + {span:Int64}, {starts:Array(Int64)})
+WHERE verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete' AND code >= 200 AND code < 300 AND hv > 0
 ORDER BY ts, audit_id`
 
 // showsRVSQL finds the first event of a short range that shows {rv}: a
@@ -143,41 +146,88 @@ func (d *RVRollback) firstShowing(ctx context.Context, q Querier, w Window, clus
 	return found, err
 }
 
-// firstLower returns the first write after the drop began that showed the
-// lower head: of the bucket before the first lower one and that one, the
-// first event at least MinDrop below before after the last one that was
-// not.
-func (d *RVRollback) firstLower(ctx context.Context, q Querier, w Window, cluster string, before uint64, from time.Time) (*eventRow, uint64, error) {
-	rw, ok := within(w, cluster, from.Add(-d.cfg.Bucket), from.Add(d.cfg.Bucket))
+// headRow is a write that showed the head, with the resourceVersion it
+// showed.
+type headRow struct {
+	AuditID string `json:"audit_id"`
+	TS      int64  `json:"t"`
+	HV      uint64 `json:"hv"`
+}
+
+// writesNear reads, in one query, the writes that showed the head around
+// each of the times froms (the bucket before each and its own): where the
+// head changed.
+func (d *RVRollback) writesNear(ctx context.Context, q Querier, w Window, cluster string, froms []time.Time) ([]headRow, error) {
+	if len(froms) == 0 {
+		return nil, nil
+	}
+	lo, hi := froms[0], froms[0]
+	starts := make([]string, 0, len(froms))
+	for _, f := range froms {
+		lo, hi = minTime(lo, f), maxTime(hi, f)
+		starts = append(starts, strconv.FormatInt(f.Add(-d.cfg.Bucket).UnixMicro(), 10))
+	}
+	rw, ok := within(w, cluster, lo.Add(-d.cfg.Bucket), hi.Add(d.cfg.Bucket))
 	if !ok {
-		return nil, 0, nil
+		return nil, nil
 	}
-	p := store.Params{"cluster": stringParam(cluster)}
-	type row struct {
-		eventRow
-		HV uint64 `json:"hv"`
-	}
-	var rows []row
-	err := selectRows(ctx, q, "the writes around the drop", strings.Replace(headEventsSQL, "%WINDOW%", windowParams(rw, p), 1), p,
-		func(r row) error {
+	p := store.Params{"cluster": stringParam(cluster), "starts": "[" + strings.Join(starts, ",") + "]",
+		"span": strconv.FormatInt((2 * d.cfg.Bucket).Microseconds(), 10)}
+	var rows []headRow
+	err := selectRows(ctx, q, "the writes where the head changed", strings.Replace(headEventsSQL, "%WINDOW%", windowParams(rw, p), 1), p,
+		func(r headRow) error {
 			rows = append(rows, r)
 			return nil
 		})
-	if err != nil {
-		return nil, 0, err
+	return rows, err
+}
+
+// edge returns the first write around from (the bucket before it and its
+// own, among near) that shows a new head (isNew) after the last that
+// showed the old one, and whether the writes paused at least MinGap
+// between them: a restore stops etcd and restarts the apiservers, so no
+// write succeeds for a while and none shows the old head after the new
+// one, where two sources of resourceVersions mixed under one cluster name
+// (two clusters' feeds, say) take turns without a pause. nil when there is
+// no such write in the window.
+func (d *RVRollback) edge(near []headRow, from time.Time, isNew func(uint64) bool) (*headRow, bool) {
+	lo, hi := from.Add(-d.cfg.Bucket), from.Add(d.cfg.Bucket)
+	var rows []headRow
+	for _, r := range near {
+		if t := micros(r.TS); !t.Before(lo) && t.Before(hi) {
+			rows = append(rows, r)
+		}
 	}
-	lastHigh := -1
+	lastOld, firstNew := -1, -1
 	for i, r := range rows {
-		if r.HV+d.cfg.MinDrop > before {
-			lastHigh = i
+		if !isNew(r.HV) {
+			lastOld = i
+		} else if firstNew < 0 {
+			firstNew = i
 		}
 	}
-	for _, r := range rows[lastHigh+1:] {
-		if r.HV+d.cfg.MinDrop <= before {
-			return &r.eventRow, r.HV, nil
+	for _, r := range rows[lastOld+1:] {
+		if isNew(r.HV) {
+			// Old after new: the two take turns, no clean edge.
+			paused := firstNew > lastOld && (lastOld < 0 || micros(r.TS).Sub(micros(rows[lastOld].TS)) >= d.cfg.MinGap)
+			return &r, paused
 		}
 	}
-	return nil, 0, nil
+	return nil, false
+}
+
+// event reads the first stage of one request, around t.
+func (d *RVRollback) event(ctx context.Context, q Querier, w Window, cluster, id string, t time.Time) (*eventRow, error) {
+	rw := Window{Since: t.Add(-time.Minute), Until: t.Add(time.Minute)}
+	rows, err := selectEvents(ctx, q, rw, cluster, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	r, ok := firstStage(rows[id])
+	if !ok {
+		return nil, nil
+	}
+	return &r, nil
 }
 
 // rollbackFinding builds the finding of a drop: rb holds its head
@@ -201,7 +251,15 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 
 	// Clients in the future, for as long as the head stays below what they
 	// ask for.
-	if fw, ok := within(w, cluster, from, time.Time{}); ok {
+	// A drop this window shows only the end of (its head-before and first
+	// lower write remembered) is followed from its restart: what came
+	// between, before the window, is its own doing, at most Aftermath
+	// before the drop.
+	reach := w
+	if from.Before(reach.Since) {
+		reach.Since = from
+	}
+	if fw, ok := within(reach, cluster, from, time.Time{}); ok {
 		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV), "from": timeParam(from)}
 		stuck := map[string]*stuckAcc{}
 		groups := 0
@@ -239,9 +297,9 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 	}
 
 	// 409s, relists and churn in the aftermath.
-	if aw, ok := within(w, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
+	if aw, ok := within(reach, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
 		p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam(d.cfg.ChurnBy),
-			"w_since": timeParam(w.Since), "drop": timeParam(dropAt)}
+			"w_since": timeParam(reach.Since), "drop": timeParam(dropAt)}
 		err := selectRows(ctx, q, "the drop's aftermath", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
 			func(r aftermathRow) error {
 				switch r.Kind {
@@ -469,8 +527,8 @@ func (d *RVRollback) describe(f *Finding) {
 	if futureConflicts > 0 {
 		fmt.Fprintf(&b, " (%d carrying a resourceVersion above the new head, as kubelets' Lease updates do)", futureConflicts)
 	}
-	fmt.Fprintf(&b, ", %d relists by %d users, and controllers deleted %d objects they did not create and created %d that "+
-		"existed before the drop", s.Relists, len(relisters), deletes, creates)
+	fmt.Fprintf(&b, ", %s by %s, and controllers deleted %s they did not create and created %s that existed before the drop",
+		rvCount(s.Relists, "relist"), rvCount(len(relisters), "user"), rvCount(deletes, "object"), rvCount(creates, "object"))
 	if len(f.Objects) > 0 {
 		names := make([]string, 0, min(len(f.Objects), 8))
 		for _, o := range f.Objects[:min(len(f.Objects), 8)] {
@@ -501,11 +559,11 @@ func (d *RVRollback) describeRestore(f *Finding, before, after *Evidence, relist
 	f.Severity, f.Confidence = Info, 0.7
 	f.Title = fmt.Sprintf("The cluster's resourceVersion jumped from %s to %s: etcd restored with --bump-revision", s.PreviousResourceVersion, s.ResourceVersion)
 	f.Summary = fmt.Sprintf("The highest resourceVersion the cluster showed jumped from %s (at %s) to %s (%s %s by %s at %s), far "+
-		"more than the cluster writes in that time, and %d users relisted (%d lists) within %s: etcd was restored from a snapshot "+
+		"more than the cluster writes in that time, and %s relisted (%s) within %s: etcd was restored from a snapshot "+
 		"with --bump-revision and --mark-compacted, so clients got 410 Gone and relisted instead of watching from stale "+
 		"resourceVersions. Objects written after the snapshot are gone.",
 		s.PreviousResourceVersion, before.Time.Format(time.RFC3339), s.ResourceVersion, after.Verb, evidenceTarget(*after), after.User,
-		after.Time.Format(time.RFC3339), relisters, s.Relists, d.cfg.Aftermath)
+		after.Time.Format(time.RFC3339), rvCount(relisters, "user"), rvCount(s.Relists, "list"), d.cfg.Aftermath)
 	f.Remediation = "Nothing to undo in the clients. Check that the objects written after the snapshot (Deployments' " +
 		"revisions, Services and their Endpoints) are what the cluster should run."
 }
@@ -523,6 +581,11 @@ func clientName(user string) string {
 		return strings.TrimPrefix(user, "system:")
 	}
 	return user
+}
+
+// rvCount counts things in English: "1 user", "2 users".
+func rvCount(n int, thing string) string {
+	return strconv.Itoa(n) + " " + plural(n, thing, thing+"s")
 }
 
 // evidenceTarget names what an evidence event touched.

@@ -12,7 +12,7 @@ import (
 // RequestResponse the one a write returns; the code is in every stage with
 // a response.
 func (d *RVRollback) Needs() []policy.Need {
-	anyWrite := policy.NewProbe(policy.Person, "create", "", "configmaps", "default", policy.CompleteStages)
+	anyWrite := policy.NewProbe(policy.Person, "create", "", "services", "default", policy.CompleteStages)
 	anyWrite.MinLevel = auditv1.LevelRequestResponse
 	return []policy.Need{
 		{

@@ -17,6 +17,9 @@ type rollbackMemory struct {
 	TopAt time.Time `json:"top_at"`
 	// Rollback is the drop whose lower head has not caught up yet.
 	Rollback *rollbackState `json:"rollback,omitempty"`
+	// Pending is a drop the window ended too soon to tell: its events, so
+	// that the next evaluation, which sees its rest, names the same ones.
+	Pending *rollbackState `json:"pending,omitempty"`
 }
 
 // rollbackState is one rollback: the events that showed the heads before
@@ -31,6 +34,9 @@ type rollbackState struct {
 }
 
 const rollbackKey = "head"
+
+// maxDrops bounds the drops one evaluation looks into per cluster.
+const maxDrops = 4
 
 func (d *RVRollback) loadMemory(ctx context.Context, st StateStore, w Window) (map[string]*rollbackMemory, error) {
 	out := map[string]*rollbackMemory{}
@@ -93,12 +99,41 @@ func (d *RVRollback) EvaluateState(ctx context.Context, q Querier, st StateStore
 					NewHeads: []newHead{{At: rb.NewHeadAt, Head: rb.NewHead}}}
 			}
 		}
-		drops, jumps, end, endAt := d.scan(bs, top, topAt, cur)
+		drops, jumps, pending, end, endAt := d.scan(bs, top, topAt, cur)
 		next := &rollbackMemory{Top: end, TopAt: endAt}
+		// Where the head changed, the writes, read once.
+		var froms []time.Time
 		for _, dr := range drops {
+			if !dr.Retracted && !dr.continuing && len(froms) < maxDrops {
+				froms = append(froms, bs[dr.From].start())
+			}
+		}
+		if pending != nil {
+			froms = append(froms, bs[pending.From].start())
+		}
+		for _, j := range jumps[:min(len(jumps), maxDrops)] {
+			froms = append(froms, bs[j.At].start())
+		}
+		near, err := d.writesNear(ctx, q, w, cluster, froms)
+		if err != nil {
+			return nil, err
+		}
+		if pending != nil && len(drops) == 0 {
+			if next.Pending, err = d.locate(ctx, q, w, cluster, bs, near, pending, m); err != nil {
+				return nil, err
+			}
+		}
+		located := 0
+		for _, dr := range drops {
+			if dr.Retracted {
+				continue
+			}
+			if located++; located > maxDrops {
+				break // not one etcd's history: a few restores a window at most
+			}
 			rb := known
 			if !dr.continuing {
-				if rb, err = d.locate(ctx, q, w, cluster, bs, dr, m); err != nil {
+				if rb, err = d.locate(ctx, q, w, cluster, bs, near, dr, m); err != nil {
 					return nil, err
 				}
 				if rb == nil {
@@ -118,8 +153,8 @@ func (d *RVRollback) EvaluateState(ctx context.Context, q Querier, st StateStore
 				next.Rollback = rb
 			}
 		}
-		for _, j := range jumps {
-			f, ok, err := d.jumpFinding(ctx, q, w, cluster, bs, j)
+		for _, j := range jumps[:min(len(jumps), maxDrops)] {
+			f, ok, err := d.jumpFinding(ctx, q, w, cluster, bs, near, j)
 			if err != nil {
 				return nil, err
 			}
@@ -154,18 +189,36 @@ func lastBucket(bs []bucket) time.Time {
 // the head before (in the window, else remembered: m) and the first write
 // that showed the lower one. nil when they are not to be found (the
 // window cut the drop's first bucket).
-func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, dr *drop, m *rollbackMemory) (*rollbackState, error) {
+func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, near []headRow, dr *drop, m *rollbackMemory) (*rollbackState, error) {
+	var newHead newHead
+	if len(dr.NewHeads) > 0 {
+		newHead = dr.NewHeads[0]
+	}
+	// The same drop an earlier evaluation saw begin: the same events, and
+	// so the same finding, whatever part of it this window holds.
+	if m != nil {
+		for _, known := range []*rollbackState{m.Rollback, m.Pending} {
+			if known != nil && known.BeforeRV == dr.Before {
+				rb := *known
+				if newHead.Head > rb.NewHead {
+					rb.NewHead, rb.NewHeadAt = newHead.Head, newHead.At
+				}
+				return &rb, nil
+			}
+		}
+	}
 	from := bs[dr.From].start()
-	ev, after, err := d.firstLower(ctx, q, w, cluster, dr.Before, from)
+	hr, paused := d.edge(near, from, func(hv uint64) bool { return hv+d.cfg.MinDrop <= dr.Before })
+	if hr == nil || !paused {
+		return nil, nil
+	}
+	ev, err := d.event(ctx, q, w, cluster, hr.AuditID, micros(hr.TS))
 	if err != nil || ev == nil {
 		return nil, err
 	}
+	after := hr.HV
 	rb := &rollbackState{BeforeRV: dr.Before, AfterRV: after, After: ev.evidence(RoleHeadAfter, fmtRV(after)),
-		NewHead: dr.NewHeads[0].Head, NewHeadAt: dr.NewHeads[0].At}
-	if m != nil && m.Rollback != nil && m.Rollback.BeforeRV == dr.Before && m.Rollback.AfterRV == after {
-		rb.Before = m.Rollback.Before
-		return rb, nil
-	}
+		NewHead: newHead.Head, NewHeadAt: newHead.At}
 	before, err := d.firstShowing(ctx, q, w, cluster, dr.Before, dr.BeforeAt)
 	if err != nil {
 		return nil, err
@@ -181,15 +234,19 @@ func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster st
 
 // jumpFinding looks for the relist herd after a jump and the events that
 // showed it.
-func (d *RVRollback) jumpFinding(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, j jump) (Finding, bool, error) {
-	at := bs[j.At].start()
+func (d *RVRollback) jumpFinding(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, near []headRow, j jump) (Finding, bool, error) {
+	hr, paused := d.edge(near, bs[j.At].start(), func(hv uint64) bool { return hv >= j.Before+d.cfg.MinJump })
+	if hr == nil || !paused {
+		return Finding{}, false, nil
+	}
+	after, err := d.event(ctx, q, w, cluster, hr.AuditID, micros(hr.TS))
+	if err != nil || after == nil {
+		return Finding{}, false, err
+	}
+	rv := hr.HV
 	before, err := d.firstShowing(ctx, q, w, cluster, j.Before, j.BeforeAt)
-	if err != nil {
+	if err != nil || before == nil {
 		return Finding{}, false, err
 	}
-	after, err := d.firstShowing(ctx, q, w, cluster, j.After, at)
-	if err != nil || before == nil || after == nil {
-		return Finding{}, false, err
-	}
-	return d.restoreFinding(ctx, q, w, cluster, before.evidence(RoleHeadBefore, fmtRV(j.Before)), after.evidence(RoleHeadAfter, fmtRV(j.After)))
+	return d.restoreFinding(ctx, q, w, cluster, before.evidence(RoleHeadBefore, fmtRV(j.Before)), after.evidence(RoleHeadAfter, fmtRV(rv)))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
@@ -21,7 +22,11 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	until := fs.String("until", "", "end of the window: a duration before now or an RFC3339 time (default now)")
 	format := fs.String("format", "text", "output: text, json (an array of findings) or markdown")
 	clusters := fs.String("cluster", "", "only these clusters (comma-separated; default all)")
-	detectors := fs.String("detector", "", "only these detectors (comma-separated; default all: watch-loop, watch-rv-regression)")
+	var all []string
+	for _, d := range detect.Default() {
+		all = append(all, d.Name())
+	}
+	detectors := fs.String("detector", "", "only these detectors (comma-separated; default all: "+strings.Join(all, ", ")+")")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
