@@ -298,9 +298,9 @@ type restoreSim struct {
 	level auditv1.Level
 	// shown are the writes after the restore that show the head (their
 	// times and resourceVersions).
-	shown []shownRV
-	stuck       map[string]bool
-	churned     []string
+	shown   []shownRV
+	stuck   map[string]bool
+	churned []string
 }
 
 // shows notes a write that shows the head as the detector reads it.
