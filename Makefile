@@ -31,7 +31,7 @@ run: chdb build
 ## (deploy/e2e, whose binaries are built into the cache on first use) and a
 ## real browser (Debian's Chromium, installed on first use)
 test: chdb e2e-bins chromium
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m ./...
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 $(GO) test $(GOFLAGS_TEST) -count=1 -parallel 4 -timeout 30m ./...
 
 ## chromium: install Debian's Chromium for the UI browser tests (apt-get)
 chromium:
@@ -40,29 +40,29 @@ chromium:
 ## screenshots: rewrite the UI screenshots in docs/screenshots/
 screenshots: chdb chromium
 	mkdir -p docs/screenshots
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run TestUIInBrowser ./cmd/auditlens/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestUIInBrowser|TestUIIncidentScenarios' ./cmd/auditlens/
 
-## e2e-bins: build the pinned kube-apiserver, kube-controller-manager and etcd
-## into the user cache
+## e2e-bins: build the pinned kube-apiserver, kube-controller-manager, etcd,
+## etcdctl and etcdutl into the user cache
 ## (8-15 minutes once; a cached run only checks them)
 e2e-bins:
 	deploy/e2e/build.sh >/dev/null
 
 ## e2e: the end-to-end tests alone: real etcd + kube-apiserver → webhook → auditlens
 e2e: chdb e2e-bins
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -timeout 20m -v ./deploy/e2e/
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test $(GOFLAGS_TEST) -count=1 -parallel 4 -timeout 30m -v ./deploy/e2e/
 
 ## e2e-fixtures: rerun the end-to-end scenarios and rewrite deploy/e2e/fixtures/
 e2e-fixtures: chdb e2e-bins
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -timeout 20m -v -run TestRealAPIServer ./deploy/e2e/
-	$(GO) test -count=1 -run TestFixtures ./deploy/e2e/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -parallel 4 -timeout 30m -v -run 'TestRealAPIServer|TestHeartbeatLoss|TestRVRollback$$' ./deploy/e2e/
+	$(GO) test -count=1 -run 'TestFixtures|TestHeartbeatFixtures|TestRVRollbackFixtures' ./deploy/e2e/
 
 ## check: formatting, vet, staticcheck and the race detector
 check: chdb
 	@fmt=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -race -count=1 -timeout 30m ./...
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -race -count=1 -parallel 4 -timeout 40m ./...
 
 ## bench: the benchmarks quoted in the README
 bench: chdb

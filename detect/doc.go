@@ -90,11 +90,40 @@
 // the same and a rollback lasting days is one finding. Parameters:
 // [RVRollbackConfig].
 //
+// [HeartbeatLoss] ("heartbeat-loss") finds waves of node heartbeat loss
+// (seed 004): at least MinNodes kubelets whose Lease renewals and node
+// status posts stop within WaveWithin of each other, each after its own
+// learnt interval (max(IntervalFactor × median, 1.5 × p90, Floor)), with
+// no other request of theirs in the gap, while other clients' events keep
+// arriving. Nodes deleted, cordoned or tainted by someone else shortly
+// before are taken away on purpose; a gap that only the feed's own
+// silence explains is an information finding titled as an audit-feed gap;
+// a long wave the active node-lifecycle controller never reacted to is
+// unconfirmed information. One finding per wave, remembered across windows
+// (Stateful): nodes lost of nodes seen, returns, NotReady marks, taints,
+// evictions (critical) and relists. Parameters: [HeartbeatLossConfig].
+//
+// [RelistLoop] ("relist-loop") finds a client stuck relisting: one
+// instance's watches end within ShortWatch and its next request is a
+// relist (a list's first page or a watch-list), MinTurns times in a row,
+// each turn within MaxGap of the one before — the "too old resource
+// version" loop. One finding per program identity and resource, its turns
+// remembered across windows; critical after CriticalAfter.
+//
+// [RelistHerd] ("relist-herd") finds at least MinClients distinct clients
+// relisting one resource within 60 s, Factor times the window's median
+// for it: one finding per herd, information naming a heartbeat-loss or
+// rv-rollback finding that covers its time.
+//
 // # Evidence roles
 //
 // Evidence events carry a role: "static-watch", "endpoints-delete",
 // "endpoints-create" (linked by watch_audit_id to the restart they
 // followed) and "rv-advanced" for watch-loop; "watch-before" and
 // "watch-regressed" for watch-rv-regression; "head-before", "head-after",
-// "future-watch", "conflict", "relist" and "churn" for rv-rollback.
+// "future-watch", "conflict", "relist" and "churn" for rv-rollback;
+// "last-heartbeat", "heartbeat-resumed", "not-ready", "taint", "eviction"
+// and "relist" for heartbeat-loss; "short-watch" and "relist" (linked by
+// watch_audit_id to the watch it followed) for relist-loop; "relist" (one
+// per client) for relist-herd.
 package detect

@@ -79,6 +79,41 @@ func importTrace(tb testing.TB, st store.Store, tr scenario.Trace, cluster strin
 	return scenariotest.ImportTrace(tb, st, tr, cluster)
 }
 
+// imported are the scenario traces already imported, by scenario and
+// scale: the tests that hold each detector to every scenario share one
+// import of each (importing dominates their time).
+var imported struct {
+	sync.Mutex
+	byKey map[string]importedTrace
+}
+
+type importedTrace struct {
+	tr scenario.Trace
+	w  detect.Window
+}
+
+// importScenario generates sc at scale (seed 1, from scenario.Start) and
+// imports it once per test binary under its own cluster; it returns the
+// trace and the window of the whole import. Callers must only read that
+// cluster (Evaluate), never store findings or state in it.
+func importScenario(tb testing.TB, st store.Store, sc scenario.Scenario, scale scenario.Scale) (scenario.Trace, detect.Window) {
+	tb.Helper()
+	key := sc.Name + "-" + scale.Name
+	imported.Lock()
+	defer imported.Unlock()
+	if it, ok := imported.byKey[key]; ok {
+		return it.tr, it.w
+	}
+	tr := sc.Generate(scale, scenario.Start, 1)
+	cluster := "scenario-" + key
+	it := importedTrace{tr: tr, w: span(importTrace(tb, st, tr, cluster), cluster)}
+	if imported.byKey == nil {
+		imported.byKey = map[string]importedTrace{}
+	}
+	imported.byKey[key] = it
+	return it.tr, it.w
+}
+
 // span is the window of a whole import.
 func span(stats ingest.ImportStats, cluster string) detect.Window {
 	return detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: []string{cluster}}

@@ -101,6 +101,16 @@ type Subjects struct {
 	// PartOf names the finding of the incident this one is part of (a
 	// watch-rv-regression that began a watch loop).
 	PartOf string `json:"part_of,omitempty"`
+	// NodesLost counts the nodes a heartbeat-loss wave cut off, of the
+	// NodesSeen heartbeating before it; PodsEvicted the pods deleted or
+	// evicted by the node-lifecycle and taint-eviction controllers during
+	// the wave.
+	NodesLost   int `json:"nodes_lost,omitempty"`
+	NodesSeen   int `json:"nodes_seen,omitempty"`
+	PodsEvicted int `json:"pods_evicted,omitempty"`
+	// LifecycleActive: the node-lifecycle controller's identity made
+	// requests during the wave, so its reaction to lost nodes would show.
+	LifecycleActive bool `json:"lifecycle_active,omitempty"`
 	// Conflicts counts the writes answered 409 Conflict, and Relists the
 	// lists, that an incident caused (rv-rollback: after the drop).
 	Conflicts int `json:"conflicts,omitempty"`

@@ -53,13 +53,14 @@ func renderText(w *bufio.Writer, fs []Finding) {
 		fmt.Fprintf(w, "\n%s  %s  cluster %s  confidence %.2f\n", strings.ToUpper(string(f.Severity)), f.Detector, f.Cluster, f.Confidence)
 		fmt.Fprintf(w, "  %s\n", f.Title)
 		fmt.Fprintf(w, "  id %s, seen %s to %s\n", f.ID, stamp(f.FirstSeen), stamp(f.LastSeen))
+		// A cluster-wide incident names no client or resource: only what it sets.
 		if s.User != "" || s.UserAgent != "" {
 			fmt.Fprintf(w, "  client: %s, user agent %q%s\n", s.User, s.UserAgent, ifSet(", from ", s.SourceIP))
 		}
 		if s.Resource != "" {
 			fmt.Fprintf(w, "  resource: %s%s, resourceVersion %s%s%s%s\n", groupResource(s.APIGroup, s.Resource), ifSet(" in namespace ", s.Namespace),
 				s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"), ifCount(", watch restarts ", s.WatchRestarts), ifCount(", iterations ", s.Iterations))
-		} else if s.ResourceVersion != "" {
+		} else if s.ResourceVersion != "" || s.PreviousResourceVersion != "" {
 			// A cluster-wide finding (rv-rollback): the cluster's resourceVersion.
 			fmt.Fprintf(w, "  resourceVersion %s%s%s%s\n", s.ResourceVersion, ifSet(" (before: ", s.PreviousResourceVersion, ")"),
 				ifCount(", 409 conflicts ", s.Conflicts), ifCount(", relists ", s.Relists))
@@ -109,9 +110,15 @@ func renderMarkdown(w *bufio.Writer, fs []Finding) {
 		row("id", code(f.ID))
 		row("confidence", fmt.Sprintf("%.2f", f.Confidence))
 		row("seen", stamp(f.FirstSeen)+" to "+stamp(f.LastSeen))
-		row("client", code(s.User)+", user agent "+code(s.UserAgent)+ifSet(", from ", code(s.SourceIP)))
-		row("resource", code(groupResource(s.APIGroup, s.Resource))+ifSet(" in namespace ", code(s.Namespace))+
-			" at resourceVersion "+code(s.ResourceVersion)+ifSet(" (before: ", code(s.PreviousResourceVersion), ")"))
+		if s.User != "" || s.UserAgent != "" {
+			row("client", code(s.User)+", user agent "+code(s.UserAgent)+ifSet(", from ", code(s.SourceIP)))
+		}
+		if s.Resource != "" {
+			row("resource", code(groupResource(s.APIGroup, s.Resource))+ifSet(" in namespace ", code(s.Namespace))+
+				" at resourceVersion "+code(s.ResourceVersion)+ifSet(" (before: ", code(s.PreviousResourceVersion), ")"))
+		} else if s.ResourceVersion != "" || s.PreviousResourceVersion != "" {
+			row("resourceVersion", code(s.ResourceVersion)+ifSet(" (before: ", code(s.PreviousResourceVersion), ")"))
+		}
 		if s.WatchRestarts > 0 || s.Iterations > 0 {
 			row("watch restarts / iterations", fmt.Sprintf("%d / %d", s.WatchRestarts, s.Iterations))
 		}

@@ -112,6 +112,21 @@ func TestRender(t *testing.T) {
 			}
 		}
 	})
+	// A cluster-wide incident names no client and no resource: no empty
+	// lines for them, its resourceVersions alone.
+	t.Run("no client", func(t *testing.T) {
+		f := Finding{ID: "rv-rollback-1", Detector: "rv-rollback", Cluster: "prod", Severity: Critical, Title: "went back",
+			Subjects: Subjects{ResourceVersion: "49890", PreviousResourceVersion: "50890"}}
+		for format, want := range map[string]string{"text": "  resourceVersion 49890 (before: 50890)\n", "markdown": "| resourceVersion | `49890` (before: `50890`) |\n"} {
+			var buf bytes.Buffer
+			if err := Render(&buf, format, []Finding{f}); err != nil {
+				t.Fatal(err)
+			}
+			if out := buf.String(); !strings.Contains(out, want) || strings.Contains(out, "client") || strings.Contains(out, "resource:") {
+				t.Errorf("%s:\n%s", format, out)
+			}
+		}
+	})
 	t.Run("unknown format", func(t *testing.T) {
 		if err := Render(&bytes.Buffer{}, "yaml", nil); err == nil || !strings.Contains(err.Error(), "text, json, markdown") {
 			t.Errorf("got %v", err)

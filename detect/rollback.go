@@ -26,9 +26,8 @@ const (
 	RoleFutureWatch = "future-watch"
 	// RoleConflict is a write answered 409 Conflict after the drop.
 	RoleConflict = "conflict"
-	// RoleRelist is a list (or watch-list) after the drop, or after a
-	// restore's jump.
-	RoleRelist = "relist"
+	// RoleRelist (declared with heartbeat-loss's roles) is, here, a list
+	// (or watch-list) after the drop, or after a restore's jump.
 	// RoleChurn is a controller's create or delete of an object after the
 	// drop.
 	RoleChurn = "churn"

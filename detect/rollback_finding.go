@@ -599,17 +599,3 @@ func evidenceTarget(e Evidence) string {
 	}
 	return o.String()
 }
-
-func minTime(a, b time.Time) time.Time {
-	if a.IsZero() || b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}

@@ -30,7 +30,7 @@ func TestRVRollbackScenarios(t *testing.T) {
 		}
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				bumped := 0
 				for _, r := range tr.Want.Restores {
 					if r.Bumped {
@@ -41,8 +41,6 @@ func TestRVRollbackScenarios(t *testing.T) {
 					t.Fatalf("the generator put %d restores (%d with bump) in %s, the case expects %d rollbacks and %d restores",
 						len(tr.Want.Restores), bumped, tr, tc.rollbacks, tc.restores)
 				}
-				cluster := "rollback-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				got := evaluate(t, detect.NewRVRollback(detect.RVRollbackConfig{}), st, w)
 				checkRollbacks(t, tr, got)
 			})

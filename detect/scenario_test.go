@@ -41,6 +41,13 @@ var scenarioCases = map[string]struct {
 	// rollbacks and restores count the etcd restores without and with
 	// --bump-revision (rv-rollback's critical and info findings).
 	rollbacks, restores int
+	// relistLoops and relistHerds count the relist-loop and relist-herd
+	// findings (relist_test.go holds the detectors to them); herdsLinked:
+	// the scenario's relist herds are the aftermath of its heartbeat loss
+	// or etcd restore, so every further herd must be information naming
+	// that finding.
+	relistLoops, relistHerds int
+	herdsLinked              bool
 }{
 	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
 		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
@@ -72,19 +79,38 @@ var scenarioCases = map[string]struct {
 	"modern-user-recreates": {},
 	"janitor-idle":          {},
 	"watch-list-relists":    {},
+	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
+	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
+	"heartbeat-loss-seed":              {herdsLinked: true},
+	"heartbeat-loss-partial-evictions": {herdsLinked: true},
+	"heartbeat-loss-short":             {herdsLinked: true},
+	"heartbeat-loss-large":             {herdsLinked: true},
+	"heartbeat-loss-status-only":       {herdsLinked: true},
+	"heartbeat-loss-hours":             {herdsLinked: true},
+	"heartbeat-one-node-lost":          {},
+	"heartbeat-drain-maintenance":      {},
+	"heartbeat-scale-down":             {},
+	"heartbeat-feed-silent":            {},
+	"heartbeat-apiserver-feed-lost":    {},
+	"heartbeat-quiet-slow-status":      {},
 	// etcd restores and their look-alikes (internal/scenario/rollback.go):
 	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
 	// critical findings, restores: restores with --bump-revision).
-	"etcd-restore":               {rollbacks: 1},
-	"etcd-restore-metadata":      {rollbacks: 1},
-	"etcd-restore-ha":            {rollbacks: 1},
-	"etcd-restore-bump":          {restores: 1},
-	"etcd-restore-bump-metadata": {restores: 1},
+	"etcd-restore":               {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-metadata":      {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-ha":            {rollbacks: 1, herdsLinked: true},
+	"etcd-restore-bump":          {restores: 1, herdsLinked: true},
+	"etcd-restore-bump-metadata": {restores: 1, herdsLinked: true},
 	"apiserver-restart":          {},
 	"ha-lagging-cache":           {},
 	"new-cluster":                {},
 	"idle-cluster":               {},
 	"future-rv-client":           {},
+	// Relist loops and herds (internal/scenario/relist.go).
+	"relist-loop":            {relistLoops: 2},
+	"relist-loop-watch-list": {relistLoops: 2},
+	"relist-herd-kubelets":   {relistHerds: 2},
+	"relist-controls":        {},
 }
 
 // TestScenarios imports every scenario at both time scales and holds the
@@ -99,13 +125,11 @@ func TestScenarios(t *testing.T) {
 		}
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
 					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
 						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
 				}
-				cluster := "scenario-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
 				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
 				checkLoops(t, tr.Want.Loops, loops)
@@ -408,13 +432,11 @@ func TestScenarioGaps(t *testing.T) {
 		t.Run(sc.Name, func(t *testing.T) {
 			closed := true
 			for _, scale := range scenario.Scales {
-				tr := sc.Generate(scale, scenario.Start, 1)
+				tr, w := importScenario(t, st, sc, scale)
 				if len(tr.Want.Loops) != tc.loops || len(tr.Want.Regressions) != tc.regressions {
 					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
 						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
 				}
-				cluster := "gap-" + sc.Name + "-" + scale.Name
-				w := span(importTrace(t, st, tr, cluster), cluster)
 				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
 				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
 				checkRegressions(t, tr.Want.Regressions, regs)

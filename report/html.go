@@ -13,10 +13,11 @@ import (
 var htmlText string
 
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"stamp": stamp,
-	"dur":   func(d Duration) string { return time.Duration(d).String() },
-	"sub":   func(a, b time.Time) string { return a.Sub(b).String() },
-	"none":  orNone,
+	"stamp":    stamp,
+	"dur":      func(d Duration) string { return time.Duration(d).String() },
+	"sub":      func(a, b time.Time) string { return a.Sub(b).String() },
+	"none":     orNone,
+	"subjects": subjectPairs,
 }).Parse(htmlText))
 
 // palette colours the verbs of the volume chart, in order of volume.

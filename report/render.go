@@ -2,6 +2,7 @@ package report
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/auditlens/auditlens/detect"
 )
 
 // Formats are the renderings Render knows.
@@ -73,6 +76,13 @@ func renderMarkdown(w *bufio.Writer, r Report) {
 			p("#### %s\n\n", md(f.Title))
 			p("- id: %s, cluster: %s, confidence %.2f\n", md(f.ID), md(f.Cluster), f.Confidence)
 			p("- seen %s to %s, %d evidence events\n", stamp(f.FirstSeen), stamp(f.LastSeen), len(f.Evidence))
+			if sp := subjectPairs(f.Subjects); len(sp) > 0 {
+				var parts []string
+				for _, x := range sp {
+					parts = append(parts, md(x.Key)+": "+md(x.Value))
+				}
+				p("- subjects: %s\n", strings.Join(parts, ", "))
+			}
 			if len(f.Objects) > 0 {
 				var objs []string
 				for _, o := range f.Objects {
@@ -153,6 +163,93 @@ func renderMarkdown(w *bufio.Writer, r Report) {
 		}
 		p("\n")
 	}
+}
+
+// subjectPair is one subject of a finding, named as a person reads it.
+type subjectPair struct{ Key, Value string }
+
+// subjectPairs lists the subjects a finding sets, in the order the
+// Subjects type declares them, whatever the detector: every detector
+// sets its own (a watch loop's client and resourceVersion, the nodes a
+// heartbeat loss counts, the heads of a resourceVersion rollback) and
+// leaves the rest empty.
+func subjectPairs(s detect.Subjects) []subjectPair {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	return orderedPairs(b)
+}
+
+// orderedPairs reads a JSON object's members in their order, with the
+// text of each non-empty value.
+func orderedPairs(obj []byte) []subjectPair {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil
+	}
+	var out []subjectPair
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return out
+		}
+		key, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return out
+		}
+		if val := subjectText(v); val != "" {
+			out = append(out, subjectPair{Key: strings.ReplaceAll(key, "_", " "), Value: val})
+		}
+	}
+	return out
+}
+
+// subjectText renders a subject's JSON value; "" for an empty one. A
+// record (rv-rollback's stuck clients) reads "key value, …" in its
+// fields' order; records in a list are separated by semicolons.
+func subjectText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return ""
+	}
+	switch raw[0] {
+	case '{':
+		var parts []string
+		for _, p := range orderedPairs(raw) {
+			parts = append(parts, p.Key+" "+p.Value)
+		}
+		return strings.Join(parts, ", ")
+	case '[':
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return ""
+		}
+		sep := ", "
+		var parts []string
+		for _, e := range items {
+			if e = bytes.TrimSpace(e); len(e) > 0 && e[0] == '{' {
+				sep = "; "
+			}
+			if t := subjectText(e); t != "" {
+				parts = append(parts, t)
+			}
+		}
+		return strings.Join(parts, sep)
+	case '"':
+		var str string
+		_ = json.Unmarshal(raw, &str)
+		return str
+	case 'n', 'f':
+		return "" // null, false
+	case 't':
+		return "yes"
+	}
+	if string(raw) == "0" {
+		return ""
+	}
+	return string(raw) // a number
 }
 
 func orNone(s string) string {

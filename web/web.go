@@ -105,6 +105,8 @@ func NewRouter(cfg Config) http.Handler {
 		api.GET("/histogram", s.histogram)
 		api.GET("/values", s.values)
 		api.GET("/objects/history", s.objectHistory)
+		api.GET("/heartbeats", s.heartbeats)
+		api.GET("/resourceversions", s.resourceVersions)
 	}
 	return r
 }

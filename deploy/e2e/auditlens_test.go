@@ -176,13 +176,15 @@ func head(s []string) string {
 
 // finding is the part of a finding (issue 3's JSON) the scenarios check.
 type finding struct {
-	ID         string  `json:"id"`
-	Detector   string  `json:"detector"`
-	Cluster    string  `json:"cluster"`
-	Severity   string  `json:"severity"`
-	Confidence float64 `json:"confidence"`
-	Title      string  `json:"title"`
-	Summary    string  `json:"summary"`
+	ID         string    `json:"id"`
+	Detector   string    `json:"detector"`
+	Cluster    string    `json:"cluster"`
+	Severity   string    `json:"severity"`
+	Confidence float64   `json:"confidence"`
+	Title      string    `json:"title"`
+	Summary    string    `json:"summary"`
+	FirstSeen  time.Time `json:"first_seen"`
+	LastSeen   time.Time `json:"last_seen"`
 	Subjects   struct {
 		User            string `json:"user"`
 		UserAgent       string `json:"user_agent"`
@@ -200,6 +202,7 @@ type finding struct {
 		AuditID string `json:"audit_id"`
 		Stage   string `json:"stage"`
 		Verb    string `json:"verb"`
+		Role    string `json:"role"`
 	} `json:"evidence"`
 	Remediation string `json:"remediation"`
 }

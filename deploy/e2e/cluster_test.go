@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ var nodeIDs = func() []identity {
 	return out
 }()
 
-var identities = append([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs...)
+var identities = slices.Concat([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs,
+	kubeletIDs, []identity{schedulerID})
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.
@@ -99,6 +101,12 @@ const auditPolicy = "../audit-policy.yaml"
 // on the same etcd: objects it creates predate the audit log, as the
 // months-old Services of the incident did.
 func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude func(c *cluster)) *cluster {
+	t.Helper()
+	return startClusterWith(t, ca, dir, name, s, prelude)
+}
+
+// startClusterWith is startCluster with extra kube-apiserver flags.
+func startClusterWith(t *testing.T, ca *testCA, dir, name string, s sink, prelude func(c *cluster), extra ...string) *cluster {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -149,6 +157,7 @@ func startCluster(t *testing.T, ca *testCA, dir, name string, s sink, prelude fu
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
+	args = append(args, extra...)
 
 	if prelude != nil {
 		c.apiserver = c.startAPIServer(t, "kube-apiserver-prelude", args)

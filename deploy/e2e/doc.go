@@ -6,7 +6,10 @@
 // REST API. In the kcm-watch-loop scenarios a fault-injecting proxy
 // (faultproxy_test.go) between the controller-manager and the apiserver
 // re-creates the 1.7–1.9 watch-cache bug, so that the incident's loop is the
-// real controller-manager's own.
+// real controller-manager's own. In the heartbeat scenarios
+// (heartbeat_test.go, run side by side by TestHeartbeatLoss for about four
+// minutes of real time) fake kubelets (kubelet_test.go) heartbeat under the
+// real controller-manager and most of them lose the apiserver at once.
 //
 // The package holds only tests. build.sh builds the binaries into the user
 // cache (${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes version>/);

@@ -116,11 +116,18 @@ func matchFindings(exp expectation, got []finding) []string {
 	if exp.RVRegression != nil {
 		check("watch-rv-regression", exp.RVRegression)
 	}
+	if exp.RelistLoop != nil {
+		check("relist-loop", exp.RelistLoop)
+	}
 	for _, f := range got {
 		if slices.Contains(exp.Silent, f.Detector) {
 			problems = append(problems, fmt.Sprintf("unexpected %s finding %q (%s, %s)", f.Detector, f.Title, f.Subjects.User, f.Subjects.ResourceVersion))
 		}
+		if slices.Contains(exp.AtMostInfo, f.Detector) && f.Severity != "info" {
+			problems = append(problems, fmt.Sprintf("unexpected %s %s finding %q", f.Severity, f.Detector, f.Title))
+		}
 	}
+	problems = append(problems, matchHeartbeat(exp, got)...)
 	return problems
 }
 

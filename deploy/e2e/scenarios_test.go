@@ -41,8 +41,16 @@ type expectation struct {
 	// RVRegression, when set, is the watch-rv-regression finding the
 	// scenario must yield.
 	RVRegression *expectedFinding `json:"watch_rv_regression,omitempty"`
+	// RelistLoop, when set, is the relist-loop finding the scenario must
+	// yield (relistloop_test.go).
+	RelistLoop *expectedFinding `json:"relist_loop,omitempty"`
 	// Silent lists the detectors that must find nothing.
 	Silent []string `json:"silent,omitempty"`
+	// AtMostInfo lists the detectors that may report information but no
+	// warning.
+	AtMostInfo []string `json:"at_most_info,omitempty"`
+	// Heartbeat is what a heartbeat scenario did (heartbeat_test.go).
+	Heartbeat *heartbeatTruth `json:"heartbeat,omitempty"`
 }
 
 type expectedFinding struct {
@@ -92,6 +100,7 @@ var scenarios = []scenario{
 	{"real-controllers", true, controllersPrelude, realControllers},
 	{"kcm-watch-loop", false, kcmLoopPrelude, kcmWatchLoop},
 	{"kcm-watch-loop-control", true, kcmLoopPrelude, kcmWatchLoopControl},
+	{"relist-loop", false, relistLoopPrelude, relistLoop},
 }
 
 // seedIncident replays seeds 000/001: create, delete, create Services, then
@@ -292,6 +301,10 @@ func rvLess(a, b string) bool {
 // audit webhook sends to auditlens: two receivers, one authenticating the
 // apiserver by client certificate, one by bearer token.
 func TestRealAPIServer(t *testing.T) {
+	// The real-component tests wait on cluster time far more than they
+	// compute (the whole package uses ~4 CPU-minutes in ~16 minutes of
+	// scenarios): they run side by side (make test passes -parallel 4).
+	t.Parallel()
 	prepare(t)
 	dir := filepath.Join(tempRoot, "run")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

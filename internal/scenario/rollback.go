@@ -359,6 +359,13 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 		r.tl.down = s.at(pre)
 		r.tl.up = r.tl.down.Add(downtime).Truncate(time.Millisecond)
 		s.end = r.tl.up.Add(post)
+		// Nothing at all is logged while the apiservers are down. Longer
+		// than the 30 s in which a kubelet's missed renewals make it lost,
+		// that silence is what heartbeat-loss reports as an audit-feed gap
+		// (information), never as a wave.
+		if downtime > 30*time.Second && st.nodes > 0 {
+			s.want.HeartbeatWaves = append(s.want.HeartbeatWaves, HeartbeatWave{FeedGap: true, Start: r.tl.down, Until: r.tl.up})
+		}
 	} else {
 		s.end = s.at(pre + post)
 	}

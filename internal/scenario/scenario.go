@@ -76,8 +76,15 @@ type Want struct {
 	// Regressions are the watches that resumed from a resourceVersion
 	// lower than one the same reflector had used since its last list.
 	Regressions []Regression
+	// HeartbeatWaves are the waves of node heartbeat loss (seed 004), and
+	// the silences of the whole audit feed that look like one (FeedGap).
+	HeartbeatWaves []HeartbeatWave
 	// Restores are the etcd restores (see Restore).
 	Restores []Restore
+	// RelistLoops and RelistHerds are the clients stuck relisting and the
+	// many clients relisting at once (see relist.go).
+	RelistLoops []RelistLoop
+	RelistHerds []RelistHerd
 }
 
 // Loop is one client stuck re-watching from a static resourceVersion.

@@ -59,7 +59,7 @@ export function niceTicks(lo, hi, n = 5) {
   return out;
 }
 
-function timeAxis(g, x, t0, t1, y, width, left, { grid = 0 } = {}) {
+export function timeAxis(g, x, t0, t1, y, width, left, { grid = 0 } = {}) {
   const ticks = timeTicks(t0, t1, width - left);
   g.appendChild(s('line', { class: 'axis-line', x1: x(t0), x2: x(t1), y1: y, y2: y }));
   for (const tk of ticks) {

@@ -1,0 +1,156 @@
+package detect_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
+)
+
+// heartbeatFixture is what deploy/e2e records beside each heartbeat log
+// of a real kube-apiserver and kube-controller-manager with fake kubelets.
+type heartbeatFixture struct {
+	Scenario  string `json:"scenario"`
+	Heartbeat *struct {
+		Nodes        []string             `json:"nodes"`
+		Stopped      []string             `json:"stopped"`
+		LastRenewals map[string]time.Time `json:"last_renewals"`
+		Evicted      map[string]struct {
+			Node string `json:"node"`
+		} `json:"evicted"`
+		FrozenFrom time.Time `json:"frozen_from"`
+		FrozenTo   time.Time `json:"frozen_to"`
+		Wave       bool      `json:"wave"`
+	} `json:"heartbeat"`
+}
+
+// fixturesDir is where the end-to-end fixtures are (AUDITLENS_FIXTURES
+// points elsewhere, to check logs not committed yet).
+func fixturesDir() string {
+	if d := os.Getenv("AUDITLENS_FIXTURES"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "deploy", "e2e", "fixtures")
+}
+
+// TestHeartbeatLossFixtures holds the detector to the logs of real
+// control planes (deploy/e2e: kube-apiserver and kube-controller-manager
+// 1.37 with fake kubelets): a wave of most nodes losing the apiserver is one
+// critical finding with the stopped nodes and the evicted pods; one node
+// lost is none; the apiserver frozen, so that nothing at all arrives, is
+// an audit-feed gap, information only.
+func TestHeartbeatLossFixtures(t *testing.T) {
+	paths, _ := filepath.Glob(filepath.Join(fixturesDir(), "heartbeat-*.json"))
+	if len(paths) == 0 {
+		t.Skip("no heartbeat fixtures in " + fixturesDir() + " (deploy/e2e records them)")
+	}
+	st := engine(t)
+	for _, path := range paths {
+		var fx heartbeatFixture
+		body, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(body, &fx); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if fx.Heartbeat == nil {
+			continue
+		}
+		hb := fx.Heartbeat
+		t.Run(fx.Scenario, func(t *testing.T) {
+			cluster := "fixture-" + fx.Scenario
+			stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}),
+				[]string{strings.TrimSuffix(path, ".json") + ".log"}, ingest.ImportConfig{Cluster: cluster})
+			if err != nil || stats.Rejected != 0 {
+				t.Fatalf("importing: %v (%d rejected)", err, stats.Rejected)
+			}
+			got := evaluate(t, detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), st, span(stats, cluster))
+			for _, f := range got {
+				t.Logf("%s %.2f %s", f.Severity, f.Confidence, f.Title)
+			}
+			if !hb.Wave {
+				for _, f := range got {
+					if f.Severity != detect.Info {
+						t.Errorf("%s finding where there is no wave: %s", f.Severity, f.Title)
+					}
+				}
+				if !hb.FrozenFrom.IsZero() {
+					if len(got) != 1 || !strings.HasPrefix(got[0].Title, "Audit feed gap") {
+						t.Fatalf("%d findings, want one audit-feed gap", len(got))
+					}
+					f := got[0]
+					if f.FirstSeen.Before(hb.FrozenFrom.Add(-2*time.Second)) || f.LastSeen.After(hb.FrozenTo.Add(2*time.Second)) {
+						t.Errorf("feed gap [%s, %s], the apiserver was frozen over [%s, %s]", f.FirstSeen, f.LastSeen, hb.FrozenFrom, hb.FrozenTo)
+					}
+				} else if len(got) != 0 {
+					t.Errorf("%d findings, want none", len(got))
+				}
+				return
+			}
+			if len(got) != 1 {
+				t.Fatalf("%d findings, want one wave", len(got))
+			}
+			f := got[0]
+			var nodes, pods []string
+			for _, o := range f.Objects {
+				if o.Resource == "nodes" {
+					nodes = append(nodes, o.Name)
+				} else {
+					pods = append(pods, o.Namespace+"/"+o.Name)
+				}
+			}
+			stopped := slices.Sorted(slices.Values(hb.Stopped))
+			evicted := slices.Sorted(func(yield func(string) bool) {
+				for p := range hb.Evicted {
+					if !yield(p) {
+						return
+					}
+				}
+			})
+			if !slices.Equal(nodes, stopped) || !slices.Equal(pods, evicted) {
+				t.Errorf("nodes %v and pods %v, want %v and %v", nodes, pods, stopped, evicted)
+			}
+			if f.Subjects.NodesLost != len(hb.Stopped) || f.Subjects.NodesSeen != len(hb.Nodes) {
+				t.Errorf("%d of %d nodes lost, want %d of %d", f.Subjects.NodesLost, f.Subjects.NodesSeen, len(hb.Stopped), len(hb.Nodes))
+			}
+			want := detect.Warning
+			if len(evicted) > 0 {
+				want = detect.Critical
+			}
+			if f.Severity != want {
+				t.Errorf("severity %s, want %s", f.Severity, want)
+			}
+			var first time.Time
+			for _, r := range hb.LastRenewals {
+				if first.IsZero() || r.Before(first) {
+					first = r
+				}
+			}
+			// The fake kubelet notes a renewal when the answer comes back.
+			if d := first.Sub(f.FirstSeen); d < 0 || d > time.Second {
+				t.Errorf("first seen %s, the first stopped node's last renewal %s", f.FirstSeen, first)
+			}
+			notReady := map[string]bool{}
+			back := map[string]bool{}
+			for _, e := range f.Evidence {
+				switch e.Role {
+				case detect.RoleNotReady:
+					notReady[e.Name] = true
+				case detect.RoleHeartbeatResumed:
+					back[e.Name] = true
+				}
+			}
+			if len(notReady) != len(stopped) || len(back) != len(stopped) {
+				t.Errorf("%d nodes marked NotReady and %d back in the evidence, want %d", len(notReady), len(back), len(stopped))
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package detect_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/ingest"
+)
+
+// TestRelistFixtures runs relist-loop and relist-herd over every audit log
+// a real kube-apiserver wrote in the end-to-end scenarios
+// (deploy/e2e/fixtures): the real kube-controller-manager's relist loop
+// behind the expiring proxy is one finding with the turns the run counted;
+// every other real log (the controller-manager starting and listing
+// everything, the watch loop, healthy clients) is silent, but for herds
+// that a heartbeat-loss or rv-rollback finding of the same log explains.
+func TestRelistFixtures(t *testing.T) {
+	st := engine(t)
+	logs, err := filepath.Glob(filepath.Join("..", "deploy", "e2e", "fixtures", "*.log"))
+	if err != nil || len(logs) == 0 {
+		t.Fatalf("no e2e fixtures: %v", err)
+	}
+	for _, path := range logs {
+		name := strings.TrimSuffix(filepath.Base(path), ".log")
+		t.Run(name, func(t *testing.T) {
+			var exp struct {
+				RelistLoop *struct {
+					User       string `json:"user"`
+					Resource   string `json:"resource"`
+					Iterations int    `json:"iterations"`
+				} `json:"relist_loop"`
+			}
+			b, err := os.ReadFile(strings.TrimSuffix(path, ".log") + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &exp); err != nil {
+				t.Fatal(err)
+			}
+			cluster := "relist-fixture-" + name
+			stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
+				ingest.ImportConfig{Cluster: cluster})
+			if err != nil || stats.Rejected != 0 {
+				t.Fatalf("importing %s: %v (%d rejected)", path, err, stats.Rejected)
+			}
+			w := span(stats, cluster)
+			loops := evaluate(t, detect.NewRelistLoop(detect.RelistLoopConfig{}), st, w)
+			// The detectors Default() runs before relist-herd, stored as the
+			// Runner stores them: a herd they explain is part of them.
+			causes := map[string]bool{}
+			repo := detect.NewRepository(st, nil)
+			for _, d := range []detect.Detector{detect.NewHeartbeatLoss(detect.HeartbeatLossConfig{}), detect.NewRVRollback(detect.RVRollbackConfig{})} {
+				fs := evaluate(t, d, st, w)
+				if err := repo.Upsert(context.Background(), fs); err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range fs {
+					causes[f.ID] = true
+				}
+			}
+			for _, f := range evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{}), st, w) {
+				if !causes[f.Subjects.PartOf] || f.Severity != detect.Info {
+					t.Errorf("relist-herd finding %s (part of %q, %s)", f.Title, f.Subjects.PartOf, f.Severity)
+				}
+			}
+			if exp.RelistLoop == nil {
+				for _, f := range loops {
+					t.Errorf("relist-loop finding %s", f.Title)
+				}
+				return
+			}
+			if len(loops) != 1 {
+				t.Fatalf("%d relist-loop findings, want 1", len(loops))
+			}
+			f := loops[0]
+			if f.Subjects.User != exp.RelistLoop.User || f.Subjects.Resource != exp.RelistLoop.Resource ||
+				f.Subjects.Iterations != exp.RelistLoop.Iterations || f.Severity != detect.Warning {
+				t.Errorf("finding %s: %s on %s, %d turns, severity %s; want %s on %s, %d turns, warning", f.ID, f.Subjects.User,
+					f.Subjects.Resource, f.Subjects.Iterations, f.Severity, exp.RelistLoop.User, exp.RelistLoop.Resource, exp.RelistLoop.Iterations)
+			}
+			t.Logf("%s\n%s", f.Title, f.Summary)
+		})
+	}
+}

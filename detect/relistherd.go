@@ -1,0 +1,595 @@
+package detect
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	refl "github.com/auditlens/auditlens/internal/reflector"
+	"github.com/auditlens/auditlens/store"
+)
+
+// RelistHerdName is the name of the relist-herd detector.
+const RelistHerdName = "relist-herd"
+
+// herdCauses are the detectors whose findings explain a relist herd: when
+// one covers the herd's time in its cluster, the herd is part of it.
+var herdCauses = []string{HeartbeatLossName, RVRollbackName}
+
+// RelistHerdConfig holds the relist-herd detector's parameters. Zero
+// fields take the defaults.
+type RelistHerdConfig struct {
+	// Resources limits the detector to these resources (default: all).
+	Resources []string
+	// MinClients is the fewest distinct clients relisting one resource
+	// within a minute that make a herd (default 10).
+	MinClients int
+	// Factor: a herd is at least Factor times the cluster's usual number
+	// of clients relisting the resource in a minute (default 5). The usual
+	// number is the median over the window's minutes (60 s windows every
+	// 30 s, from the cluster's first to its last event in the window), so
+	// it is learnt from the same hour that shows the herd.
+	Factor float64
+	// LinkBefore and LinkAfter widen a heartbeat-loss or rv-rollback
+	// finding's first_seen–last_seen when looking for the herds it
+	// explains (defaults 2m and 10m): kubelets relist when they reconnect,
+	// at the end of a heartbeat gap; clients relist after a restore once
+	// the apiserver is back.
+	LinkBefore, LinkAfter time.Duration
+	// Remember is how long a herd is remembered, so that later windows,
+	// which see its start cut off, give it the same ID (default 2h).
+	Remember time.Duration
+	// MaxEvidence bounds a finding's evidence (default DefaultMaxEvidence).
+	MaxEvidence int
+}
+
+func (c *RelistHerdConfig) setDefaults() {
+	if c.MinClients <= 0 {
+		c.MinClients = 10
+	}
+	if c.Factor <= 0 {
+		c.Factor = 5
+	}
+	if c.LinkBefore <= 0 {
+		c.LinkBefore = 2 * time.Minute
+	}
+	if c.LinkAfter <= 0 {
+		c.LinkAfter = 10 * time.Minute
+	}
+	if c.Remember <= 0 {
+		c.Remember = 2 * time.Hour
+	}
+	if c.MaxEvidence <= 0 {
+		c.MaxEvidence = DefaultMaxEvidence
+	}
+}
+
+// RelistHerd detects many clients relisting the same resource at once: a
+// cluster-wide relist herd, as when every kubelet reconnects after a load
+// balancer dropped their connections (seed 004), or every client relists
+// after etcd was restored and the apiserver restarted (seed 003). Each
+// relist is a full list the apiservers serve; thousands at once can
+// overload them and etcd.
+//
+// A relist is a list without a continue token (the pages of a paginated
+// list are one relist) or a watch-list (sendInitialEvents=true, how
+// reflectors relist since 1.32) by a client that had already watched or
+// listed the resource in the window: a client's first list — nodes or
+// controllers starting together — is no relist. A client is a program instance: user,
+// user-agent product, address (the kubelets of different nodes, the
+// kube-proxies of different nodes, the pods of a Deployment are different
+// clients; one program's many informers are one).
+//
+// What it claims: within 60 seconds at least MinClients distinct clients
+// relisted one resource, and at least Factor times as many as the
+// cluster's median for that resource over the window (a
+// kube-controller-manager starting lists every resource, but it is one
+// client). Overlapping 60 s windows of a herd are one herd.
+//
+// One finding per herd (cluster, resource, start). Evidence: RoleRelist,
+// each client's first relist in the herd (User is the client). Severity
+// warning; when a heartbeat-loss or rv-rollback finding of the same
+// cluster covers the herd's time (their detectors run before this one),
+// the herd is part of that incident: Subjects.PartOf names it and the herd
+// is information.
+type RelistHerd struct {
+	cfg RelistHerdConfig
+	// figs keeps, by finding ID, the figures of the latest evaluation,
+	// which the text of a merged finding names.
+	figs sync.Map
+}
+
+// NewRelistHerd returns the detector with cfg's parameters.
+func NewRelistHerd(cfg RelistHerdConfig) *RelistHerd {
+	cfg.setDefaults()
+	return &RelistHerd{cfg: cfg}
+}
+
+// Name implements Detector.
+func (d *RelistHerd) Name() string { return RelistHerdName }
+
+// Config returns the parameters in effect.
+func (d *RelistHerd) Config() RelistHerdConfig { return d.cfg }
+
+const herdStep = 30 * time.Second
+
+// relistSQL is true for a relist: a list's first page or a watch-list.
+const relistSQL = `((verb = 'list' AND req_continue = '') OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'))`
+
+// herdClientSQL hashes a client: a program instance.
+const herdClientSQL = `cityHash64(user, ` + refl.ProgramSQL + `, source_ip, ` + refl.InstanceSQL + `)`
+
+// herdStartSQL is when a request was made, in microseconds.
+const herdStartSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+
+// herdCountsSQL counts, for each resource, the distinct clients that
+// relisted it in each 60 s window starting every 30 s (each request counts
+// in the two windows that hold its 30 s step), and keeps the resources
+// with a window of at least min_clients: their windows' counts, for the
+// median, and the windows themselves.
+const herdCountsSQL = `SELECT cluster, api_group, resource, groupArray(win) AS wins, groupArray(clients) AS counts
+FROM (
+    SELECT cluster, api_group, resource, win, uniqExact(r_client) AS clients
+    FROM (
+        SELECT cluster, api_group, resource, ` + herdClientSQL + ` AS r_client,
+               intDiv(` + herdStartSQL + `, 30000000) * 30 AS r_step
+        FROM audit_events
+        WHERE %WINDOW% AND ` + relistSQL + `%RESOURCES%
+    )
+    ARRAY JOIN [r_step, r_step - 30] AS win
+    GROUP BY cluster, api_group, resource, win
+)
+GROUP BY cluster, api_group, resource
+HAVING max(clients) >= {min_clients:UInt32}`
+
+const clusterSpanSQL = `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
+FROM audit_events WHERE %WINDOW% GROUP BY cluster`
+
+// herdClientsSQL returns each client's first relist of a resource in a
+// herd's span (h: a relist in [from_us, to_us)), how many relists it sent
+// there, and whether it had watched or listed the resource before in the
+// window (a client's first list — a node or a controller starting — is no
+// relist).
+const herdClientsSQL = `SELECT toString(c) AS client, argMinIf(audit_id, s, h) AS audit_id, argMinIf(g_stage, s, h) AS stage,
+       minIf(s, h) AS start, argMinIf(g_user, s, h) AS user, argMinIf(g_user_agent, s, h) AS user_agent,
+       argMinIf(g_source_ip, s, h) AS source_ip, argMinIf(g_verb, s, h) AS verb, argMinIf(g_namespace, s, h) AS namespace,
+       argMinIf(g_uri, s, h) AS uri, argMinIf(g_code, s, h) AS code, argMinIf(g_rv, s, h) AS rv, countIf(h) AS relists,
+       toBool(min(s) < minIf(s, h)) AS before
+FROM (
+    SELECT audit_id, any(r_client) AS c, min(r_start) AS s, max(r_relist) AND s >= {from_us:Int64} AND s < {to_us:Int64} AS h,
+           argMin(stage, ts) AS g_stage, any(user) AS g_user,
+           any(toString(user_agent)) AS g_user_agent, any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb,
+           any(namespace) AS g_namespace, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv
+    FROM (
+        SELECT *, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start, ` + relistSQL + ` AS r_relist
+        FROM audit_events
+        WHERE %WINDOW% AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}
+          AND verb IN ('watch', 'list')
+    )
+    GROUP BY audit_id
+)
+GROUP BY c
+HAVING countIf(h) > 0
+ORDER BY start, client`
+
+type herdKey struct {
+	Cluster  string `json:"cluster"`
+	APIGroup string `json:"api_group"`
+	Resource string `json:"resource"`
+}
+
+// herdRun is a stretch of 60 s windows that each held a herd.
+type herdRun struct {
+	herdKey
+	from, to time.Time // the first window's start, the last window's end
+	peak     int       // most clients in one window
+	baseline float64
+	id       string
+}
+
+type herdClient struct {
+	Client    string `json:"client"`
+	AuditID   string `json:"audit_id"`
+	Stage     string `json:"stage"`
+	Start     int64  `json:"start"`
+	User      string `json:"user"`
+	UserAgent string `json:"user_agent"`
+	SourceIP  string `json:"source_ip"`
+	Verb      string `json:"verb"`
+	Namespace string `json:"namespace"`
+	URI       string `json:"uri"`
+	Code      int32  `json:"code"`
+	RV        string `json:"rv"`
+	Relists   int    `json:"relists"`
+	Before    bool   `json:"before"`
+}
+
+// Evaluate implements Detector: one window, nothing remembered.
+func (d *RelistHerd) Evaluate(ctx context.Context, q Querier, w Window) ([]Finding, error) {
+	return d.EvaluateState(ctx, q, nil, w)
+}
+
+// EvaluateState implements Stateful: herds remembered from earlier
+// evaluations keep their IDs when a later window sees them cut.
+func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore, w Window) ([]Finding, error) {
+	if err := w.Validate(); err != nil {
+		return nil, err
+	}
+	p := store.Params{"min_clients": itoa(d.cfg.MinClients)}
+	res := ""
+	if len(d.cfg.Resources) > 0 {
+		p["resources"] = arrayParam(d.cfg.Resources)
+		res = " AND resource IN {resources:Array(String)}"
+	}
+	expand := func(sql string) string {
+		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
+	}
+	// The resources with a window of enough clients, with all their
+	// windows.
+	type resourceCounts struct {
+		herdKey
+		Wins   []int64 `json:"wins"`
+		Counts []int   `json:"counts"`
+	}
+	var cands []resourceCounts
+	err := selectRows(ctx, q, "relists by resource and minute", expand(herdCountsSQL), p, func(r resourceCounts) error {
+		cands = append(cands, r)
+		return nil
+	})
+	if err != nil || len(cands) == 0 {
+		return nil, err
+	}
+	slices.SortFunc(cands, func(a, b resourceCounts) int {
+		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.APIGroup, b.APIGroup), cmp.Compare(a.Resource, b.Resource))
+	})
+	spans := map[string][2]int64{}
+	err = selectRows(ctx, q, "the clusters' spans", expand(clusterSpanSQL), p, func(r struct {
+		Cluster string `json:"cluster"`
+		First   int64  `json:"first"`
+		Last    int64  `json:"last"`
+	}) error {
+		spans[r.Cluster] = [2]int64{r.First, r.Last}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	var runs []*herdRun
+	for _, rc := range cands {
+		sp := spans[rc.Cluster]
+		// 60 s windows starting every 30 s that lie in the span.
+		n := int((sp[1]/1e6)/30-(sp[0]/1e6)/30) + 2
+		base := median(rc.Counts, n)
+		order := make([]int, len(rc.Wins))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortFunc(order, func(a, b int) int { return cmp.Compare(rc.Wins[a], rc.Wins[b]) })
+		var cur *herdRun
+		for _, i := range order {
+			clients := rc.Counts[i]
+			if clients < d.cfg.MinClients || float64(clients) < d.cfg.Factor*max(base, 1) {
+				continue
+			}
+			from := time.Unix(rc.Wins[i], 0).UTC()
+			if cur != nil && !from.After(cur.to) {
+				cur.to = from.Add(2 * herdStep)
+				cur.peak = max(cur.peak, clients)
+				continue
+			}
+			cur = &herdRun{herdKey: rc.herdKey, from: from, to: from.Add(2 * herdStep), peak: clients, baseline: base}
+			runs = append(runs, cur)
+		}
+	}
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	mem, err := d.load(ctx, st, w)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range runs {
+		r.id = FindingID(RelistHerdName, r.Cluster, r.APIGroup, r.Resource, r.from.Format(time.RFC3339))
+		for _, m := range mem[r.herdKey] {
+			if !r.from.After(m.To) && !m.From.After(r.to) {
+				r.id = m.ID // the same herd, seen cut by a later window
+				r.from, r.to = minTime(r.from, m.From), maxTime(r.to, m.To)
+				r.peak = max(r.peak, m.Peak)
+				break
+			}
+		}
+	}
+	var out []Finding
+	for _, r := range runs {
+		f, err := d.finding(ctx, q, w, r)
+		if err != nil {
+			return nil, err
+		}
+		if f.Evidence != nil {
+			out = append(out, f)
+		}
+	}
+	if err := d.link(ctx, q, out); err != nil {
+		return nil, err
+	}
+	if err := d.save(ctx, st, runs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// median is the median of counts padded with zeros to n values.
+func median(counts []int, n int) float64 {
+	v := slices.Clone(counts)
+	for len(v) < n {
+		v = append(v, 0)
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return float64(v[len(v)/2])
+	}
+	return float64(v[len(v)/2-1]+v[len(v)/2]) / 2
+}
+
+// finding builds the finding of one herd from its clients' relists.
+func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRun) (Finding, error) {
+	p := store.Params{"cluster": stringParam(r.Cluster), "group": stringParam(r.APIGroup), "resource": stringParam(r.Resource),
+		"from_us": strconv.FormatInt(r.from.UnixMicro(), 10), "to_us": strconv.FormatInt(r.to.UnixMicro(), 10)}
+	ww := Window{Since: w.Since, Until: minTime(w.Until, r.to.Add(time.Minute))}
+	sql := strings.Replace(herdClientsSQL, "%WINDOW%", windowParams(ww, p), 1)
+	f := Finding{
+		ID: r.id, Detector: RelistHerdName, Cluster: r.Cluster, Severity: Warning,
+		Subjects: Subjects{Resource: r.Resource, APIGroup: r.APIGroup},
+	}
+	err := selectRows(ctx, q, "the herd's clients", sql, p, func(c herdClient) error {
+		if !c.Before {
+			return nil // its first list in the window: starting, not relisting
+		}
+		f.Evidence = append(f.Evidence, Evidence{AuditID: c.AuditID, Stage: c.Stage, Time: micros(c.Start), Verb: c.Verb,
+			Resource: r.Resource, Namespace: c.Namespace, User: c.User, RequestURI: c.URI, Code: c.Code, Role: RoleRelist,
+			ResourceVersion: c.RV})
+		return nil
+	})
+	if err != nil || len(f.Evidence) == 0 {
+		return Finding{}, err
+	}
+	f.normalize()
+	f.Evidence = trimHerd(f.Evidence, d.cfg.MinClients)
+	if n := float64(len(f.Evidence)); n < float64(d.cfg.MinClients) || n < d.cfg.Factor*max(r.baseline, 1) {
+		return Finding{}, nil // most of them were starting
+	}
+	f.FirstSeen, f.LastSeen = f.Evidence[0].Time, f.Evidence[len(f.Evidence)-1].Time
+	fig := herdFigures{Baseline: r.baseline, Peak: r.peak}
+	d.figs.Store(f.ID, fig)
+	d.describe(&f, fig)
+	return f, nil
+}
+
+// herdGap: a client whose relist is this far from every other one at the
+// edge of a herd's minute is a bystander, not part of the herd.
+const herdGap = 10 * time.Second
+
+// trimHerd drops bystanders from the edges of a herd's relists (by
+// time): the 60 s windows that found it reach up to 30 s beyond it.
+func trimHerd(ev []Evidence, minClients int) []Evidence {
+	for len(ev) > minClients {
+		switch {
+		case ev[1].Time.Sub(ev[0].Time) > herdGap:
+			ev = ev[1:]
+		case ev[len(ev)-1].Time.Sub(ev[len(ev)-2].Time) > herdGap:
+			ev = ev[:len(ev)-1]
+		default:
+			return ev
+		}
+	}
+	return ev
+}
+
+// herdFigures are what a herd's text says beyond its evidence.
+type herdFigures struct {
+	Baseline float64
+	Peak     int
+}
+
+// link makes the herds that a heartbeat-loss or rv-rollback finding
+// explains part of it: information naming it.
+func (d *RelistHerd) link(ctx context.Context, q Querier, fs []Finding) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	var clusters []string
+	for _, f := range fs {
+		clusters = append(clusters, f.Cluster)
+	}
+	slices.Sort(clusters)
+	type cause struct {
+		ID       string `json:"id"`
+		Detector string `json:"detector"`
+		Cluster  string `json:"cluster"`
+		First    int64  `json:"first"`
+		Last     int64  `json:"last"`
+	}
+	var causes []cause
+	err := selectRows(ctx, q, "findings that explain relist herds",
+		`SELECT id, f_detector AS detector, f_cluster AS cluster, first, last FROM (
+    SELECT id, any(detector) AS f_detector, any(cluster) AS f_cluster,
+           toUnixTimestamp64Micro(argMax(first_seen, updated_at)) AS first, toUnixTimestamp64Micro(argMax(last_seen, updated_at)) AS last
+    FROM findings WHERE detector IN {detectors:Array(String)} AND cluster IN {clusters:Array(String)}
+    GROUP BY id
+)
+ORDER BY first, id`,
+		store.Params{"detectors": arrayParam(herdCauses), "clusters": arrayParam(slices.Compact(clusters))}, func(c cause) error {
+			causes = append(causes, c)
+			return nil
+		})
+	if err != nil {
+		return err
+	}
+	for i := range fs {
+		f := &fs[i]
+		for _, c := range causes {
+			if c.Cluster == f.Cluster && !f.FirstSeen.Before(micros(c.First).Add(-d.cfg.LinkBefore)) &&
+				!f.FirstSeen.After(micros(c.Last).Add(d.cfg.LinkAfter)) {
+				f.Subjects.PartOf = c.ID
+				d.describe(f, d.figures(f.ID))
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// figures returns the figures of a herd's latest evaluation.
+func (d *RelistHerd) figures(id string) herdFigures {
+	if v, ok := d.figs.Load(id); ok {
+		return v.(herdFigures)
+	}
+	return herdFigures{}
+}
+
+// Merge implements Merger: a herd is seen whole by some window; the view
+// with more clients wins, times widen, and a link once made stays.
+func (d *RelistHerd) Merge(prev, next Finding) Finding {
+	partOf := cmp.Or(next.Subjects.PartOf, prev.Subjects.PartOf)
+	base := next
+	if len(prev.Evidence) > len(next.Evidence) {
+		base = prev
+	}
+	f := Merge(prev, next, d.cfg.MaxEvidence)
+	f.Evidence = base.Evidence
+	f.normalize()
+	f.Title, f.Summary, f.Remediation = base.Title, base.Summary, base.Remediation
+	if f.Subjects.PartOf != partOf {
+		f.Subjects.PartOf = partOf
+		d.describe(&f, d.figures(f.ID))
+	}
+	return f
+}
+
+// herdMemory is a herd remembered in the detector state.
+type herdMemory struct {
+	ID   string    `json:"id"`
+	Key  herdKey   `json:"key"`
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+	Peak int       `json:"peak"`
+}
+
+func (d *RelistHerd) load(ctx context.Context, st StateStore, w Window) (map[herdKey][]herdMemory, error) {
+	out := map[herdKey][]herdMemory{}
+	if st == nil {
+		return out, nil
+	}
+	recs, err := st.LoadState(ctx, RelistHerdName, w.Clusters, w.Since.Add(-d.cfg.Remember))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		var m herdMemory
+		if err := json.Unmarshal(r.Body, &m); err != nil {
+			return nil, fmt.Errorf("decoding remembered relist herd %s of cluster %s: %w", r.Key, r.Cluster, err)
+		}
+		if m.Key.Cluster != r.Cluster || m.ID != r.Key {
+			continue
+		}
+		out[m.Key] = append(out[m.Key], m)
+	}
+	return out, nil
+}
+
+func (d *RelistHerd) save(ctx context.Context, st StateStore, runs []*herdRun) error {
+	if st == nil || len(runs) == 0 {
+		return nil
+	}
+	var recs []StateRecord
+	for _, r := range runs {
+		body, err := json.Marshal(herdMemory{ID: r.id, Key: r.herdKey, From: r.from, To: r.to, Peak: r.peak})
+		if err != nil {
+			return err
+		}
+		recs = append(recs, StateRecord{Detector: RelistHerdName, Cluster: r.Cluster, Key: r.id, LastSeen: r.to, Body: body})
+	}
+	return st.SaveState(ctx, recs)
+}
+
+// describe sets the severity, confidence, title, summary and remediation
+// of a herd's finding from its evidence (one relist per client).
+func (d *RelistHerd) describe(f *Finding, fig herdFigures) {
+	s := &f.Subjects
+	clients := 0
+	byProgram := map[string]int{}
+	for _, e := range f.Evidence {
+		if e.Role != RoleRelist {
+			continue
+		}
+		clients++
+		byProgram[herdProgram(e)]++
+	}
+	f.Severity = Warning
+	if s.PartOf != "" {
+		f.Severity = Info
+	}
+	conf := 0.7
+	if clients >= 2*d.cfg.MinClients {
+		conf += 0.1
+	}
+	if float64(clients) >= 2*d.cfg.Factor*max(fig.Baseline, 1) {
+		conf += 0.1
+	}
+	f.Confidence = round2(min(conf, 0.95))
+	span := f.LastSeen.Sub(f.FirstSeen)
+	f.Title = fmt.Sprintf("%d clients relisted %s within %s at %s (usually %s a minute)", clients, s.Resource,
+		roundDuration(max(span, time.Second)), f.FirstSeen.Format("15:04:05"), strconv.FormatFloat(fig.Baseline, 'f', -1, 64))
+
+	var progs []string
+	for _, p := range sortedKeys(byProgram) {
+		if n := byProgram[p]; p == "kubelet" {
+			progs = append(progs, fmt.Sprintf("%d %s", n, plural(n, "kubelet", "kubelets")))
+		} else {
+			progs = append(progs, fmt.Sprintf("%d as %s", n, p))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Between %s and %s, %d distinct clients relisted %s (a full list, or a watch-list): %s. ",
+		f.FirstSeen.Format(time.RFC3339), f.LastSeen.Format(time.RFC3339), clients, s.Resource, strings.Join(progs, ", "))
+	fmt.Fprintf(&b, "The usual number of clients relisting %s in a minute in this cluster is %s", s.Resource,
+		strconv.FormatFloat(fig.Baseline, 'f', -1, 64))
+	if fig.Peak > 0 {
+		fmt.Fprintf(&b, "; at the peak, %d relisted within one minute", fig.Peak)
+	}
+	b.WriteString(". Clients relist together when they all lose their watches at once and the resourceVersion they " +
+		"resume from is no longer served (410 Expired): an apiserver restart or failover, a load balancer dropping " +
+		"connections (kubelets reconnecting after a heartbeat gap), etcd restored from a backup. Each relist is a full " +
+		"list the apiservers serve at once; thousands of them can overload the apiservers and etcd. ")
+	if s.PartOf != "" {
+		fmt.Fprintf(&b, "It is part of the incident of finding %s, which explains it.", s.PartOf)
+	} else {
+		b.WriteString("No heartbeat-loss or rv-rollback finding covers its time: look for an apiserver restart or a " +
+			"network event at that moment.")
+	}
+	f.Summary = b.String()
+	f.Remediation = "Find and fix what made the clients lose their watches (see the linked finding, if any; apiserver " +
+		"restarts and load balancer failovers). To soften herds: keep enough apiservers behind the load balancer that one " +
+		"restart does not move every client; let API Priority and Fairness (FlowSchemas for system:nodes) queue the " +
+		"lists; raise --watch-cache-sizes so that reconnecting clients can resume their watches instead of relisting; run " +
+		"clients with watch-list (WatchListClient, client-go 1.32+), whose relists stream from the watch cache."
+}
+
+// herdProgram names a relisting client's program for the summary:
+// kubelets by their group of users.
+func herdProgram(e Evidence) string {
+	if strings.HasPrefix(e.User, "system:node:") {
+		return "kubelet"
+	}
+	return e.User
+}
