@@ -77,6 +77,19 @@
 // stored watch-loop finding is information naming it (Subjects.PartOf).
 // Parameters ([RegressionConfig]): Resources (default all), MaxEvidence.
 //
+// [RVRollback] ("rv-rollback") finds etcd restored from a snapshot without
+// --bump-revision (seed 003): the head — the highest resourceVersion
+// successful writes show, per Bucket in the engine — falls by MinDrop or
+// more after writes paused (MinGap), and no write shows the old head for
+// Hold. Critical when clients watch from above the new head or updates get
+// 409 with such a resourceVersion; the finding names them
+// (Subjects.Stuck), the 409s and relists, and what controllers deleted or
+// created again. A jump up with a relist herd (--bump-revision
+// --mark-compacted) is an info finding. It remembers each cluster's head
+// and the rollback going on, so that a drop at a window's edge is named
+// the same and a rollback lasting days is one finding. Parameters:
+// [RVRollbackConfig].
+//
 // [HeartbeatLoss] ("heartbeat-loss") finds waves of node heartbeat loss
 // (seed 004): at least MinNodes kubelets whose Lease renewals and node
 // status posts stop within WaveWithin of each other, each after its own
@@ -107,9 +120,10 @@
 // Evidence events carry a role: "static-watch", "endpoints-delete",
 // "endpoints-create" (linked by watch_audit_id to the restart they
 // followed) and "rv-advanced" for watch-loop; "watch-before" and
-// "watch-regressed" for watch-rv-regression; "last-heartbeat",
-// "heartbeat-resumed", "not-ready", "taint", "eviction" and "relist" for
-// heartbeat-loss; "short-watch" and "relist" (linked by watch_audit_id to
-// the watch it followed) for relist-loop; "relist" (one per client) for
-// relist-herd.
+// "watch-regressed" for watch-rv-regression; "head-before", "head-after",
+// "future-watch", "conflict", "relist" and "churn" for rv-rollback;
+// "last-heartbeat", "heartbeat-resumed", "not-ready", "taint", "eviction"
+// and "relist" for heartbeat-loss; "short-watch" and "relist" (linked by
+// watch_audit_id to the watch it followed) for relist-loop; "relist" (one
+// per client) for relist-herd.
 package detect

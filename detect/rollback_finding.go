@@ -185,14 +185,16 @@ func (d *RVRollback) writesNear(ctx context.Context, q Querier, w Window, cluste
 }
 
 // edge returns the first write around from (the bucket before it and its
-// own, among near) that shows a new head (isNew) after the last that
-// showed the old one, and whether the writes paused at least MinGap
-// between them: a restore stops etcd and restarts the apiservers, so no
-// write succeeds for a while and none shows the old head after the new
-// one, where two sources of resourceVersions mixed under one cluster name
-// (two clusters' feeds, say) take turns without a pause. nil when there is
-// no such write in the window.
-func (d *RVRollback) edge(near []headRow, from time.Time, isNew func(uint64) bool) (*headRow, bool) {
+// own, among near) that shows a new head (isNew), and whether it is a
+// clean edge: no write showed the old head (isOld: at or near it) within
+// MinGap before it, and none after it. A restore stops etcd and restarts
+// the apiservers, so the writes pause and the old head never comes back,
+// where two sources of resourceVersions mixed under one cluster name (two
+// clusters' feeds, say) take turns without a pause. Writes carrying an
+// object's own older resourceVersion (an update of an object last written
+// before the snapshot) are neither. nil when there is no new write in the
+// window.
+func (d *RVRollback) edge(near []headRow, from time.Time, isNew, isOld func(uint64) bool) (*headRow, bool) {
 	lo, hi := from.Add(-d.cfg.Bucket), from.Add(d.cfg.Bucket)
 	var rows []headRow
 	for _, r := range near {
@@ -200,22 +202,21 @@ func (d *RVRollback) edge(near []headRow, from time.Time, isNew func(uint64) boo
 			rows = append(rows, r)
 		}
 	}
-	lastOld, firstNew := -1, -1
-	for i, r := range rows {
-		if !isNew(r.HV) {
-			lastOld = i
-		} else if firstNew < 0 {
-			firstNew = i
+	first := slices.IndexFunc(rows, func(r headRow) bool { return isNew(r.HV) })
+	if first < 0 {
+		return nil, false
+	}
+	r := rows[first]
+	for k, o := range rows {
+		switch {
+		case !isOld(o.HV):
+		case k > first:
+			return &r, false // the old head is back: the two take turns
+		case micros(r.TS).Sub(micros(o.TS)) < d.cfg.MinGap:
+			return &r, false // no pause
 		}
 	}
-	for _, r := range rows[lastOld+1:] {
-		if isNew(r.HV) {
-			// Old after new: the two take turns, no clean edge.
-			paused := firstNew > lastOld && (lastOld < 0 || micros(r.TS).Sub(micros(rows[lastOld].TS)) >= d.cfg.MinGap)
-			return &r, paused
-		}
-	}
-	return nil, false
+	return &r, true
 }
 
 // event reads the first stage of one request, around t.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,39 @@ func TestRVRollbackFixtures(t *testing.T) {
 			}
 			if f.Subjects.Conflicts < exp.RV.Conflicts {
 				t.Errorf("%d conflicts, the driver saw %d Lease PUTs answered 409", f.Subjects.Conflicts, exp.RV.Conflicts)
+			}
+		})
+	}
+}
+
+// TestRVRollbackSilentOnRealLogs runs rv-rollback over every other real
+// kube-apiserver log of deploy/e2e (the watch loop, heartbeat loss, relist
+// loops, healthy controllers, apiserver restarts among them): none holds
+// a restore, so none may yield a finding.
+func TestRVRollbackSilentOnRealLogs(t *testing.T) {
+	st := engine(t)
+	logs, err := filepath.Glob(filepath.Join(rollbackFixtures(), "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) == 0 {
+		t.Skip("no fixtures")
+	}
+	for _, path := range logs {
+		name := strings.TrimSuffix(filepath.Base(path), ".log")
+		if strings.HasPrefix(name, "rv-rollback") {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			cluster := "silent-" + name
+			stats, err := ingest.Import(context.Background(), ingest.NewWriter(st, ingest.WriterConfig{}), []string{path},
+				ingest.ImportConfig{Cluster: cluster})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: []string{cluster}}
+			for _, f := range evaluate(t, detect.NewRVRollback(detect.RVRollbackConfig{}), st, w) {
+				t.Errorf("%s finding: %s", f.Severity, f.Title)
 			}
 		})
 	}

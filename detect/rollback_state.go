@@ -208,7 +208,8 @@ func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster st
 		}
 	}
 	from := bs[dr.From].start()
-	hr, paused := d.edge(near, from, func(hv uint64) bool { return hv+d.cfg.MinDrop <= dr.Before })
+	hr, paused := d.edge(near, from, func(hv uint64) bool { return hv+d.cfg.MinDrop <= dr.Before },
+		func(hv uint64) bool { return hv+d.cfg.MinDrop > dr.Before })
 	if hr == nil || !paused {
 		return nil, nil
 	}
@@ -248,7 +249,8 @@ func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster st
 // jumpFinding looks for the relist herd after a jump and the events that
 // showed it.
 func (d *RVRollback) jumpFinding(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, near []headRow, j jump) (Finding, bool, error) {
-	hr, paused := d.edge(near, bs[j.At].start(), func(hv uint64) bool { return hv >= j.Before+d.cfg.MinJump })
+	hr, paused := d.edge(near, bs[j.At].start(), func(hv uint64) bool { return hv >= j.Before+d.cfg.MinJump },
+		func(hv uint64) bool { return hv+d.cfg.MinDrop > j.Before && hv < j.Before+d.cfg.MinJump })
 	if hr == nil || !paused {
 		return Finding{}, false, nil
 	}
