@@ -40,15 +40,17 @@ type rawEvent struct {
 		Username string `json:"username"`
 	} `json:"user"`
 	ObjectRef *struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
+		Resource        string `json:"resource"`
+		Namespace       string `json:"namespace"`
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
 	} `json:"objectRef"`
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
 	RequestObject  *object   `json:"requestObject"`
 	ResponseObject *object   `json:"responseObject"`
+	Received       time.Time `json:"requestReceivedTimestamp"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
 }
 

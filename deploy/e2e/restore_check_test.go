@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -20,56 +19,10 @@ import (
 	"github.com/auditlens/auditlens/detect"
 )
 
-// rbEvent is the part of an audit event the rollback checks read.
-type rbEvent struct {
-	AuditID    string `json:"auditID"`
-	Stage      string `json:"stage"`
-	Verb       string `json:"verb"`
-	RequestURI string `json:"requestURI"`
-	UserAgent  string `json:"userAgent"`
-	User       struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource        string `json:"resource"`
-		Namespace       string `json:"namespace"`
-		Name            string `json:"name"`
-		ResourceVersion string `json:"resourceVersion"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	ResponseObject *object   `json:"responseObject"`
-	RequestObject  *object   `json:"requestObject"`
-	Received       time.Time `json:"requestReceivedTimestamp"`
-	At             time.Time `json:"stageTimestamp"`
-}
-
-func (e rbEvent) resource() string {
-	if e.ObjectRef == nil {
-		return ""
-	}
-	return e.ObjectRef.Resource
-}
-
-func (e rbEvent) name() string {
-	if e.ObjectRef != nil && e.ObjectRef.Name != "" {
-		return e.ObjectRef.Name
-	}
-	for _, o := range []*object{e.ResponseObject, e.RequestObject} {
-		if o != nil && o.Metadata.Name != "" {
-			return o.Metadata.Name
-		}
-	}
-	return ""
-}
-
-func (e rbEvent) code() int {
-	if e.ResponseStatus == nil {
-		return 0
-	}
-	return e.ResponseStatus.Code
-}
+// rbEvent is the part of an audit event the rollback checks read: the
+// fixture checks' rawEvent, which carries objectRef.resourceVersion and
+// requestReceivedTimestamp for them.
+type rbEvent = rawEvent
 
 func (e rbEvent) query() url.Values {
 	u, err := url.ParseRequestURI(e.RequestURI)
@@ -109,28 +62,7 @@ func (e rbEvent) responseRV() int64 {
 	return n
 }
 
-func readRBEvents(t *testing.T, path string) []rbEvent {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []rbEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 4<<20), 4<<20)
-	for n := 1; sc.Scan(); n++ {
-		var e rbEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("%s:%d: %v", path, n, err)
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+func readRBEvents(t *testing.T, path string) []rbEvent { return readRawEvents(t, path) }
 
 // rollbackView is what an audit log shows of a restore.
 type rollbackView struct {
@@ -192,18 +124,18 @@ func viewRollback(events []rbEvent, stopped time.Time, snapshot, restoredHead in
 			} else {
 				if v.FirstAfter == 0 {
 					v.FirstAfter = rv
-					v.Restarted = e.At
+					v.Restarted = e.StageTimestamp
 				}
 				v.MaxAfter = max(v.MaxAfter, rv)
 				head = max(head, rv)
 				if rv > v.HeadBefore && v.CaughtUp.IsZero() {
-					v.CaughtUp = e.At
+					v.CaughtUp = e.StageTimestamp
 				}
 			}
 		}
 		if before {
-			if v.Stopped.Before(e.At) {
-				v.Stopped = e.At
+			if v.Stopped.Before(e.StageTimestamp) {
+				v.Stopped = e.StageTimestamp
 			}
 			continue
 		}
@@ -213,9 +145,9 @@ func viewRollback(events []rbEvent, stopped time.Time, snapshot, restoredHead in
 		switch {
 		case e.Verb == "watch" && e.Stage == "ResponseStarted":
 			rv := e.requestedRV()
-			w := rbWatchView{User: e.User.Username, UserAgent: e.UserAgent, Resource: e.resource(), RV: rv, Head: head, Start: e.At}
+			w := rbWatchView{User: e.User.Username, UserAgent: e.UserAgent, Resource: e.resource(), RV: rv, Head: head, Start: e.StageTimestamp}
 			if c, ok := completes[e.AuditID]; ok {
-				w.Duration = c.At.Sub(e.At)
+				w.Duration = c.StageTimestamp.Sub(e.StageTimestamp)
 				w.Code = c.code()
 			}
 			// A watch-list (sendInitialEvents) asks for a state at least as
@@ -350,9 +282,9 @@ func saveRollbackFixture(t *testing.T, name, auditLog string, exp rollbackExpect
 	var b []byte
 	for _, line := range bytes.SplitAfter(all, []byte("\n")) {
 		var e struct {
-			At time.Time `json:"stageTimestamp"`
+			StageTimestamp time.Time `json:"stageTimestamp"`
 		}
-		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &e) != nil || e.At.Before(since) {
+		if len(bytes.TrimSpace(line)) == 0 || json.Unmarshal(line, &e) != nil || e.StageTimestamp.Before(since) {
 			continue
 		}
 		b = append(b, line...)
@@ -602,7 +534,7 @@ func checkRollbackEvents(t *testing.T, recv *receiver, c *cluster, stops [][2]ti
 			continue
 		}
 		for _, w := range stops {
-			if !e.At.Before(w[0]) && !e.At.After(w[1]) {
+			if !e.StageTimestamp.Before(w[0]) && !e.StageTimestamp.After(w[1]) {
 				excusable[eventKey{e.AuditID, e.Stage}] = true
 			}
 		}
