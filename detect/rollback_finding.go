@@ -155,8 +155,8 @@ type headRow struct {
 }
 
 // writesNear reads, in one query, the writes that showed the head around
-// each of the times froms (the bucket before each and its own): where the
-// head changed.
+// each of the times froms (the bucket before each, its own and the next):
+// where the head changed.
 func (d *RVRollback) writesNear(ctx context.Context, q Querier, w Window, cluster string, froms []time.Time) ([]headRow, error) {
 	if len(froms) == 0 {
 		return nil, nil
@@ -167,12 +167,14 @@ func (d *RVRollback) writesNear(ctx context.Context, q Querier, w Window, cluste
 		lo, hi = minTime(lo, f), maxTime(hi, f)
 		starts = append(starts, strconv.FormatInt(f.Add(-d.cfg.Bucket).UnixMicro(), 10))
 	}
-	rw, ok := within(w, cluster, lo.Add(-d.cfg.Bucket), hi.Add(d.cfg.Bucket))
+	// The bucket after too: the head after is the highest of the writes
+	// within a Bucket of the first lower one (see locate).
+	rw, ok := within(w, cluster, lo.Add(-d.cfg.Bucket), hi.Add(2*d.cfg.Bucket))
 	if !ok {
 		return nil, nil
 	}
 	p := store.Params{"cluster": stringParam(cluster), "starts": "[" + strings.Join(starts, ",") + "]",
-		"span": strconv.FormatInt((2 * d.cfg.Bucket).Microseconds(), 10)}
+		"span": strconv.FormatInt((3 * d.cfg.Bucket).Microseconds(), 10)}
 	var rows []headRow
 	err := selectRows(ctx, q, "the writes where the head changed", strings.Replace(headEventsSQL, "%WINDOW%", windowParams(rw, p), 1), p,
 		func(r headRow) error {
@@ -498,7 +500,7 @@ func (d *RVRollback) describe(f *Finding) {
 	if before.AuditID != "" {
 		fmt.Fprintf(&b, " (%s %s by %s at %s)", before.Verb, evidenceTarget(*before), before.User, before.Time.Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, "; from %s writes showed resourceVersions at least %d lower, starting at %s (%s %s by %s), and stayed "+
+	fmt.Fprintf(&b, "; by %s writes showed resourceVersions at least %d lower, the new head reaching %s within seconds (%s %s by %s), and stayed "+
 		"below it. resourceVersions are etcd revisions, which only grow: etcd was restored from a snapshot without "+
 		"--bump-revision and hands out again the revisions it had handed out since. ",
 		after.Time.Format(time.RFC3339), beforeRV-afterRV, s.ResourceVersion, after.Verb, evidenceTarget(*after), after.User)

@@ -213,6 +213,19 @@ func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster st
 	if hr == nil || !paused {
 		return nil, nil
 	}
+	// The first lower write may carry an old object's own resourceVersion
+	// (a kubelet's Lease update right after its re-read: the revision the
+	// Lease was last written at before the snapshot, hundreds below the
+	// restored head). The head after is the highest resourceVersion the
+	// writes showed within a Bucket of the first: a bound from below that
+	// the restored head's own writes reach within seconds.
+	top := *hr
+	for _, r := range near {
+		if r.TS >= hr.TS && micros(r.TS).Sub(micros(hr.TS)) < d.cfg.Bucket && r.HV > top.HV && r.HV+d.cfg.MinDrop <= dr.Before {
+			top = r
+		}
+	}
+	hr = &top
 	ev, err := d.event(ctx, q, w, cluster, hr.AuditID, micros(hr.TS))
 	if err != nil || ev == nil {
 		return nil, err

@@ -36,8 +36,9 @@ type Restore struct {
 	// At is when the apiservers served again.
 	At time.Time
 	// Before is the highest revision handed out before the restore; After
-	// the first resourceVersion a write showed after it (what the
-	// detector reports as the new head).
+	// the new head as the log shows it (what the detector reports): the
+	// highest resourceVersion writes showed within 5 s of the first write
+	// after it.
 	Before, After string
 	// Bumped: restored with --bump-revision and --mark-compacted.
 	Bumped bool
@@ -295,12 +296,11 @@ type restoreSim struct {
 	st    restoreStory
 	tl    *timeline
 	level auditv1.Level
-	// firstAfter is the earliest write after the restore that shows the
-	// head (its time and resourceVersion).
-	firstAfterT time.Time
-	firstAfter  int64
-	stuck       map[string]bool
-	churned     []string
+	// shown are the writes after the restore that show the head (their
+	// times and resourceVersions).
+	shown   []shownRV
+	stuck   map[string]bool
+	churned []string
 }
 
 // shows notes a write that shows the head as the detector reads it.
@@ -308,9 +308,35 @@ func (r *restoreSim) shows(t time.Time, rv int64) {
 	if !r.tl.restored || !r.tl.after(t) {
 		return
 	}
-	if r.firstAfterT.IsZero() || t.Before(r.firstAfterT) {
-		r.firstAfterT, r.firstAfter = t, rv
+	r.shown = append(r.shown, shownRV{t, rv})
+}
+
+type shownRV struct {
+	t  time.Time
+	rv int64
+}
+
+// headAfter is the head after the restore as a reader of the log can know
+// it: the highest resourceVersion the writes showed within 5 s (the
+// detector's default bucket) of the first one. The first alone may be an
+// old object's own resourceVersion (a Lease re-read from the snapshot).
+func (r *restoreSim) headAfter() int64 {
+	if len(r.shown) == 0 {
+		return 0
 	}
+	first := r.shown[0].t
+	for _, w := range r.shown {
+		if w.t.Before(first) {
+			first = w.t
+		}
+	}
+	var top int64
+	for _, w := range r.shown {
+		if w.t.Sub(first) < 5*time.Second {
+			top = max(top, w.rv)
+		}
+	}
+	return top
 }
 
 func scaleIndex(sc Scale) int {
@@ -451,7 +477,7 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 				before = max(before, rv)
 			}
 		}
-		rs := Restore{At: r.tl.up, Before: strconv.FormatInt(before, 10), After: strconv.FormatInt(r.firstAfter, 10),
+		rs := Restore{At: r.tl.up, Before: strconv.FormatInt(before, 10), After: strconv.FormatInt(r.headAfter(), 10),
 			Bumped: st.bump > 0, Stuck: sortedSet(r.stuck), Churned: r.churned}
 		slices.Sort(rs.Churned)
 		rs.Churned = slices.Compact(rs.Churned)
