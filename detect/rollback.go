@@ -18,7 +18,8 @@ const (
 	// RoleHeadBefore is the event that showed the highest resourceVersion
 	// before the drop.
 	RoleHeadBefore = "head-before"
-	// RoleHeadAfter is the first event that showed the new, lower head.
+	// RoleHeadAfter is the write that showed the new, lower head: the
+	// highest of the writes within a Bucket of the first lower one.
 	RoleHeadAfter = "head-after"
 	// RoleFutureWatch is a watch or list from a resourceVersion above the
 	// new head: a client stuck "in the future" (User is the client,

@@ -186,9 +186,10 @@ func lastBucket(bs []bucket) time.Time {
 }
 
 // locate finds the events that showed a drop's heads: the one that showed
-// the head before (in the window, else remembered: m) and the first write
-// that showed the lower one. nil when they are not to be found (the
-// window cut the drop's first bucket).
+// the head before (in the window, else remembered: m) and the write that
+// showed the lower one (the highest within a Bucket of the first lower
+// write). nil when they are not to be found (the window cut the drop's
+// first bucket) or the writes did not pause at the edge.
 func (d *RVRollback) locate(ctx context.Context, q Querier, w Window, cluster string, bs []bucket, near []headRow, dr *drop, m *rollbackMemory) (*rollbackState, error) {
 	var newHead newHead
 	if len(dr.NewHeads) > 0 {
