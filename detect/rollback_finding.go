@@ -240,7 +240,10 @@ func (d *RVRollback) event(ctx context.Context, q Querier, w Window, cluster, id
 // the future before any write showed the lower head.
 func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, cluster string, rb *rollbackState, dr *drop) (Finding, error) {
 	f := Finding{
-		ID:       FindingID(RVRollbackName, cluster, fmtRV(rb.BeforeRV), fmtRV(rb.AfterRV)),
+		// Named by the head before alone: the head after is read from the
+		// writes of the drop's first seconds, which a window that ends
+		// early (webhook batches still on their way) holds only part of.
+		ID:       FindingID(RVRollbackName, cluster, fmtRV(rb.BeforeRV)),
 		Detector: RVRollbackName,
 		Cluster:  cluster,
 		Subjects: Subjects{PreviousResourceVersion: fmtRV(rb.BeforeRV), ResourceVersion: fmtRV(rb.AfterRV)},
@@ -389,7 +392,7 @@ func mergeStuck(a, b []StuckClient) []StuckClient {
 // clients relisted.
 func (d *RVRollback) restoreFinding(ctx context.Context, q Querier, w Window, cluster string, before, after Evidence) (Finding, bool, error) {
 	f := Finding{
-		ID:       FindingID(RVRollbackName, cluster, "restore", before.ResourceVersion, after.ResourceVersion),
+		ID:       FindingID(RVRollbackName, cluster, "restore", before.ResourceVersion),
 		Detector: RVRollbackName,
 		Cluster:  cluster,
 		Subjects: Subjects{PreviousResourceVersion: before.ResourceVersion, ResourceVersion: after.ResourceVersion},

@@ -90,6 +90,8 @@ func TestServeWebhookToQuery(t *testing.T) {
 	if strings.Join(got, ",") != `"a2","b1"` {
 		t.Errorf("time window: %q", got)
 	}
+	// The staging event may be written in a later batch than prod's.
+	s.waitEvents("/api/v1/events?cluster=staging", 1)
 	_, got = s.get("/api/v1/events?cluster=staging&jq=.stage")
 	if strings.Join(got, ",") != `"ResponseComplete"` {
 		t.Errorf("bare event cluster: %q", got)
