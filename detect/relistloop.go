@@ -261,8 +261,6 @@ type relistClient struct {
 	hist      *relistHistory
 }
 
-func (c *relistClient) key() string { return c.Cluster + "/" + c.Ident }
-
 // Evaluate implements Detector: one window, nothing remembered.
 func (d *RelistLoop) Evaluate(ctx context.Context, q Querier, w Window) ([]Finding, error) {
 	return d.EvaluateState(ctx, q, nil, w)

@@ -160,9 +160,6 @@ func (f *fleet) resume(names ...string) {
 	}
 }
 
-func (f *fleet) stopAll()   { f.stop(f.names()...) }
-func (f *fleet) resumeAll() { f.resume(f.names()...) }
-
 // kubelet is one fake kubelet.
 type kubelet struct {
 	d           *driver

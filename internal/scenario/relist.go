@@ -158,14 +158,14 @@ func (s *sim) healthyWatches(c Client, res, ns, sel string, from, until time.Tim
 
 // loopSpec is a reflector in the relist loop.
 type loopSpec struct {
-	c             Client
-	res, ns, sel  string
-	watchList     bool             // relists are watch-lists, each also the (short) watch
-	pages         [2]int           // pages per list
-	lasts         [2]time.Duration // how long each watch lasts
-	from, until   time.Time
-	rv            string // the resourceVersion its healthy watches held
-	turns, listed int
+	c            Client
+	res, ns, sel string
+	watchList    bool             // relists are watch-lists, each also the (short) watch
+	pages        [2]int           // pages per list
+	lasts        [2]time.Duration // how long each watch lasts
+	from, until  time.Time
+	rv           string // the resourceVersion its healthy watches held
+	turns        int
 }
 
 // relistLoop runs l: a short watch from the resourceVersion it held, then

@@ -425,11 +425,10 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 
 	// Reflectors.
 	type refl struct {
-		c         Client
-		program   string
-		res, ns   string
-		fieldSel  string
-		firstList bool
+		c        Client
+		program  string
+		res, ns  string
+		fieldSel string
 	}
 	var refls []refl
 	kcm, sched := s.kcm(), s.scheduler()
