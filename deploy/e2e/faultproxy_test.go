@@ -8,10 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"mime"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -39,27 +36,17 @@ import (
 // bookmarks are still dropped and watches still cut, so that the control
 // differs from the fault in nothing else.
 //
-// Everything else passes through unchanged. The proxy serves TLS on
-// 127.0.0.1 with a certificate of the cluster's CA (client-go sends its
-// bearer token only over HTTPS) and forwards over TLS. It strips nothing
-// and adds no X-Forwarded-For, so the apiserver's audit log names the
-// controller-manager's user and user agent as it would without the proxy.
+// Everything else passes through unchanged (see tlsProxy).
 //
 // Streams are rewritten only when they are JSON: start the controller
 // manager with --kube-api-content-type=application/json. A protobuf
 // Services stream is passed through and counted in opaque.
 type faultProxy struct {
-	t        *testing.T
-	rewrite  bool
-	upstream *url.URL
-	base     string // https://127.0.0.1:port
-	srv      *http.Server
-	rt       http.RoundTripper
-	rp       *httputil.ReverseProxy
-	minCut   time.Duration
-	maxCut   time.Duration
-
-	active sync.WaitGroup // Services watches being served
+	tlsProxy
+	t       *testing.T
+	rewrite bool
+	minCut  time.Duration
+	maxCut  time.Duration
 
 	mu      sync.Mutex
 	lastRV  map[string]string // Service UID → resourceVersion of its last state seen
@@ -101,59 +88,11 @@ var endpointsPathRE = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/endpoints(
 
 // startFaultProxy starts the proxy in front of the driver's apiserver.
 func startFaultProxy(d *driver, rewrite bool) *faultProxy {
-	t := d.t
-	t.Helper()
-	up, err := url.Parse(d.c.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{t: t, rewrite: rewrite, upstream: up, lastRV: map[string]string{},
+	d.t.Helper()
+	p := &faultProxy{t: d.t, rewrite: rewrite, lastRV: map[string]string{},
 		minCut: 15 * time.Second, maxCut: 25 * time.Second}
-	p.rt = &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		TLSClientConfig:   d.c.tls.Clone(),
-		ForceAttemptHTTP2: true,
-		MaxIdleConns:      64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
-	}
-	p.rp = &httputil.ReverseProxy{
-		// Rewrite (not Director) adds no X-Forwarded-* headers: the
-		// apiserver would otherwise take the client's address from them.
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(up); pr.Out.Host = up.Host },
-		Transport:     p.rt,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				t.Logf("fault proxy: %s %s: %v", r.Method, r.URL.RequestURI(), err)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
-	certPath, keyPath := d.c.ca.issue(t, d.c.dir, "faultproxy", "faultproxy", true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.base = "https://" + ln.Addr().String()
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := p.srv.ServeTLS(ln, certPath, keyPath); err != nil && err != http.ErrServerClosed {
-			t.Errorf("fault proxy: %v", err)
-		}
-	}()
-	t.Cleanup(p.close)
+	p.start(d.t, d, "faultproxy", p)
 	return p
-}
-
-// close closes the listener and every connection, and waits a little for
-// the Services watches' handlers to record their ends.
-func (p *faultProxy) close() {
-	_ = p.srv.Close()
-	done := make(chan struct{})
-	go func() { p.active.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
 }
 
 func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -212,17 +151,6 @@ func (s *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// roundTrip sends r to the apiserver under ctx.
-func (p *faultProxy) roundTrip(ctx context.Context, r *http.Request) (*http.Response, error) {
-	out := r.Clone(ctx)
-	out.URL.Scheme, out.URL.Host = p.upstream.Scheme, p.upstream.Host
-	out.Host, out.RequestURI = p.upstream.Host, ""
-	for _, h := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade"} {
-		out.Header.Del(h)
-	}
-	return p.rt.RoundTrip(out)
-}
 
 func copyHeader(w http.ResponseWriter, resp *http.Response) {
 	for k, vs := range resp.Header {

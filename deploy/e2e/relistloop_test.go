@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,16 +37,11 @@ const relistLoopTurns = 4
 // expireMin–expireMax (a watch-list: from its initial-events-end
 // bookmark), then sends a 410 Expired ERROR event and ends the stream.
 type expireProxy struct {
+	tlsProxy
 	t          *testing.T
 	collection string
-	upstream   *url.URL
-	base       string
-	srv        *http.Server
-	rt         http.RoundTripper
-	rp         *httputil.ReverseProxy
 	expireMin  time.Duration
 	expireMax  time.Duration
-	active     sync.WaitGroup
 
 	mu     sync.Mutex
 	reqs   []*collectionRequest
@@ -68,54 +60,10 @@ type collectionRequest struct {
 }
 
 func startExpireProxy(d *driver, collection string) *expireProxy {
-	t := d.t
-	t.Helper()
-	up, err := url.Parse(d.c.base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &expireProxy{t: t, collection: collection, upstream: up, expireMin: 200 * time.Millisecond, expireMax: 1500 * time.Millisecond}
-	p.rt = &http.Transport{
-		DialContext:       (&net.Dialer{Timeout: 10 * time.Second}).DialContext,
-		TLSClientConfig:   d.c.tls.Clone(),
-		ForceAttemptHTTP2: true,
-		MaxIdleConns:      64, MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second,
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(up); pr.Out.Host = up.Host },
-		Transport:     p.rt,
-		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				t.Logf("expire proxy: %s %s: %v", r.Method, r.URL.RequestURI(), err)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		},
-	}
-	certPath, keyPath := d.c.ca.issue(t, d.c.dir, "expireproxy", "expireproxy", true)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.base = "https://" + ln.Addr().String()
-	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		if err := p.srv.ServeTLS(ln, certPath, keyPath); err != nil && err != http.ErrServerClosed {
-			t.Errorf("expire proxy: %v", err)
-		}
-	}()
-	t.Cleanup(p.close)
+	d.t.Helper()
+	p := &expireProxy{t: d.t, collection: collection, expireMin: 200 * time.Millisecond, expireMax: 1500 * time.Millisecond}
+	p.start(d.t, d, "expireproxy", p)
 	return p
-}
-
-func (p *expireProxy) close() {
-	_ = p.srv.Close()
-	done := make(chan struct{})
-	go func() { p.active.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-	}
 }
 
 func (p *expireProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -145,10 +93,7 @@ func (p *expireProxy) serveWatch(w http.ResponseWriter, r *http.Request, req *co
 	defer p.active.Done()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	out := r.Clone(ctx)
-	out.URL.Scheme, out.URL.Host = p.upstream.Scheme, p.upstream.Host
-	out.Host, out.RequestURI = p.upstream.Host, ""
-	resp, err := p.rt.RoundTrip(out)
+	resp, err := p.roundTrip(ctx, r)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
