@@ -3,7 +3,7 @@ package ingest
 import (
 	"compress/gzip"
 	"context"
-	"crypto/subtle"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/secret"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -232,7 +233,7 @@ func (h *Webhook) source(r *http.Request) (Source, error) {
 		}
 		var src Source
 		for t, s := range h.cfg.Tokens {
-			if subtle.ConstantTimeCompare([]byte(t), []byte(tok)) == 1 {
+			if secret.Equal(t, tok) {
 				src = s
 			}
 		}

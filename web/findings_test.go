@@ -115,10 +115,16 @@ func TestFindingsAPI(t *testing.T) {
 		}
 	})
 	t.Run("token required", func(t *testing.T) {
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/findings", nil))
-		if rec.Code != http.StatusUnauthorized {
-			t.Errorf("%d without a token", rec.Code)
+		for _, auth := range []string{"", "Bearer", "Bearer ", "Bearer secre", "Bearer secret2", "Bearer Secret", "Basic secret", "secret"} {
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest(http.MethodGet, "/api/v1/findings", nil)
+			if auth != "" {
+				req.Header.Set("Authorization", auth)
+			}
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusUnauthorized {
+				t.Errorf("Authorization %q: %d, want 401", auth, rec.Code)
+			}
 		}
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/auditlens/auditlens/internal/secret"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -133,12 +134,8 @@ func (s *server) auth(c *gin.Context) {
 		return
 	}
 	tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if ok {
-		for _, t := range s.cfg.APITokens {
-			if t == tok {
-				return
-			}
-		}
+	if ok && tok != "" && secret.Match(tok, s.cfg.APITokens) >= 0 {
+		return
 	}
 	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token)"))
 }
