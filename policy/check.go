@@ -28,6 +28,12 @@ type Report struct {
 	Warnings   []string         `json:"warnings,omitempty"`
 	Blinded    bool             `json:"blinded"`
 	Detectors  []DetectorResult `json:"detectors"`
+	// Sensitive lists the requests whose recorded bodies hold Secret
+	// data, tokens or reviews (none: an empty list).
+	Sensitive []Exposure `json:"sensitive"`
+	// SensitiveFix, when Sensitive is not empty, is a rule to put first
+	// in the policy that stops recording those bodies.
+	SensitiveFix string `json:"sensitiveFix,omitempty"`
 }
 
 // DetectorResult is one detector's verdict and the needs behind it.
@@ -96,6 +102,12 @@ func Check(p *Policy, needs []DetectorNeeds) Report {
 		}
 		rep.Blinded = rep.Blinded || dr.Verdict == Blinded
 		rep.Detectors = append(rep.Detectors, dr)
+	}
+	rep.Sensitive = Sensitive(p)
+	if rep.Sensitive == nil {
+		rep.Sensitive = []Exposure{}
+	} else {
+		rep.SensitiveFix = sensitiveFix
 	}
 	return rep
 }

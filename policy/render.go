@@ -68,6 +68,19 @@ func renderText(w *bufio.Writer, name string, rep Report) {
 		}
 		verdicts = append(verdicts, d.Detector+" "+string(d.Verdict))
 	}
+	if len(rep.Sensitive) > 0 {
+		fmt.Fprintf(w, "\nSensitive content: WARNING, the policy records bodies that hold secrets (%d):\n", len(rep.Sensitive))
+		for _, e := range rep.Sensitive {
+			fmt.Fprintf(w, "  - %s\n", e)
+		}
+		fmt.Fprintln(w, "  Audit events are copied to auditlens and every reader of its store: no detector reads these bodies.")
+		fmt.Fprintln(w, "  Fix: put first in rules (or level None to drop these requests):")
+		for _, line := range strings.Split(rep.SensitiveFix, "\n") {
+			fmt.Fprintf(w, "    %s\n", line)
+		}
+	} else {
+		fmt.Fprintln(w, "\nSensitive content: ok, no body of Secrets, ConfigMaps, service-account tokens, TokenReviews or SubjectAccessReviews is recorded.")
+	}
 	fmt.Fprintf(w, "\nResult: %s.", strings.Join(verdicts, ", "))
 	if rep.Blinded {
 		fmt.Fprint(w, " A blinded detector cannot find what it exists for under this policy.")
