@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/auditlens/auditlens/internal/secret"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -44,6 +42,9 @@ type Config struct {
 	// APITokens, when not empty, are the bearer tokens the read API
 	// accepts. The webhook has its own tokens.
 	APITokens []string
+	// SessionTTL is how long a browser that signed in with a token stays
+	// signed in (default DefaultSessionTTL).
+	SessionTTL time.Duration
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready  *atomic.Bool
 	Logger *slog.Logger
@@ -73,7 +74,7 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.MaxConcurrentJQ <= 0 {
 		cfg.MaxConcurrentJQ = 4
 	}
-	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ)}
+	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
 
 	if cfg.Webhook != nil {
 		h := gin.WrapH(cfg.Webhook)
@@ -91,6 +92,9 @@ func NewRouter(cfg Config) http.Handler {
 		c.String(http.StatusOK, "ok\n")
 	})
 	s.routeUI(r)
+	r.GET("/api/v1/session", s.getSession)
+	r.POST("/api/v1/session", s.signIn)
+	r.DELETE("/api/v1/session", s.signOut)
 	api := r.Group("/api/v1", s.auth)
 	api.GET("/info", s.info)
 	if cfg.Findings != nil {
@@ -113,8 +117,9 @@ func NewRouter(cfg Config) http.Handler {
 }
 
 type server struct {
-	cfg     Config
-	jqSlots chan struct{}
+	cfg      Config
+	jqSlots  chan struct{}
+	sessions *sessions
 }
 
 // apiError is the one shape of API errors.
@@ -127,17 +132,6 @@ func (s *server) fail(c *gin.Context, code int, err error) {
 		s.cfg.Logger.Error("api", "path", c.Request.URL.Path, "err", err)
 	}
 	c.AbortWithStatusJSON(code, apiError{Error: err.Error()})
-}
-
-func (s *server) auth(c *gin.Context) {
-	if len(s.cfg.APITokens) == 0 {
-		return
-	}
-	tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if ok && tok != "" && secret.Match(tok, s.cfg.APITokens) >= 0 {
-		return
-	}
-	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token)"))
 }
 
 // flushWriter flushes the response every few lines so results stream.

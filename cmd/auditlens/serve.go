@@ -47,6 +47,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reportsConfig = fs.String("config", "", "reports configuration file (YAML): scheduled reports and their outputs (see README, Reports)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
+		apiTokenFile  = fs.String("api-token-file", "", "file of bearer tokens the read API accepts, one per line (# comments); a mounted Secret, not visible in ps like --api-token")
+		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
 	var df detectFlags
@@ -66,6 +68,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	}
+	if *apiTokenFile != "" {
+		toks, err := readTokenFile(*apiTokenFile)
+		if err != nil {
+			return err
+		}
+		apiTokens = append(apiTokens, toks...)
+	}
+	if err := checkReadAccess(*listen, len(apiTokens) > 0, *clientCA != "", *openReads); err != nil {
+		return err
+	}
+	if *openReads && !loopbackAddr(*listen) {
+		log.Warn("the read API and UI answer WITHOUT authentication on a non-loopback address: anyone who reaches "+*listen+
+			" reads every audit event", "flag", "--"+insecureReadsFlag)
 	}
 	if *clientCA != "" && *tlsCert == "" {
 		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", errUsage)

@@ -112,6 +112,7 @@ func renderOverlay(t *testing.T, ca *testCA, overlay string) []k8sObject {
 		t.Fatalf("issued %s and %s, want tls.crt and tls.key", crt, key)
 	}
 	writeFile(t, secrets, "webhook-token", []byte("e2e-manifests-token=manifests"))
+	writeFile(t, secrets, "api-tokens", []byte("e2e-manifests-read-token\n"))
 	if filepath.Base(overlay) == "scaled" {
 		writeFile(t, secrets, "store-url", []byte("clickhouse://auditlens:e2e@clickhouse.clickhouse.svc:9000/auditlens"))
 	}

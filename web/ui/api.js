@@ -72,3 +72,27 @@ export function api(path, params) {
   const q = params ? params.toString() : '';
   return '/api/v1' + path + (q ? '?' + q : '');
 }
+
+// send makes a JSON request that changes something (sign in, sign out).
+// The session cookie is HttpOnly: scripts never see it, the browser sends
+// it with every request to this server, links opened in new tabs included.
+async function send(method, url, body) {
+  let res;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: { Accept: 'application/json', 'Content-Type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (e) {
+    throw new ApiError(0, `${url}: network error: ${e.message}`);
+  }
+  if (!res.ok) throw await failure(res, url);
+  return res.json();
+}
+
+// session tells whether the read API wants credentials and whether this
+// browser has them: {auth: "none"|"token", signed_in, via}.
+export const session = () => getJSON('/api/v1/session');
+export const signIn = (token) => send('POST', '/api/v1/session', { token });
+export const signOut = () => send('DELETE', '/api/v1/session');

@@ -10,6 +10,8 @@ import * as finding from './finding.js';
 import * as object from './object.js';
 import * as jq from './jq.js';
 import * as reports from './reports.js';
+import * as signin from './signin.js';
+import { session, signOut } from './api.js';
 
 const ROUTES = [
   { re: /^\/$/, view: 'timeline', mod: timeline, title: 'Timeline', nav: '/' },
@@ -74,11 +76,56 @@ async function route() {
     body.dataset.state = 'ready';
   } catch (err) {
     if (ac.signal.aborted || (err && err.name === 'AbortError')) return;
+    if (err && err.status === 401) {
+      showSignIn(ac);
+      return;
+    }
     showError(err);
     body.dataset.renderMs = String(Math.round(performance.now() - navStart));
     body.dataset.state = 'error';
   }
 }
+
+// ---- sign-in --------------------------------------------------------------
+
+const signOutBtn = document.getElementById('signout');
+
+// showSignIn replaces the page with the sign-in form; once signed in, the
+// page that asked is rendered again.
+function showSignIn(ac) {
+  clear(main);
+  errorBox.hidden = true;
+  body.dataset.view = 'signin';
+  document.title = 'Sign in · auditlens';
+  signOutBtn.hidden = true;
+  signin.render({ main }, {
+    onSignedIn: () => {
+      if (ac !== current) return;
+      signOutBtn.hidden = false;
+      navStart = performance.now();
+      route();
+    },
+  });
+  body.dataset.renderMs = String(Math.round(performance.now() - navStart));
+  body.dataset.state = 'ready';
+}
+
+signOutBtn.addEventListener('click', async () => {
+  try {
+    await signOut();
+  } catch (err) {
+    showError(err);
+    return;
+  }
+  // Every page asks again, even one that has shown no data yet (jq).
+  if (current) current.abort();
+  current = new AbortController();
+  navStart = performance.now();
+  showSignIn(current);
+});
+
+// The button shows only for a session this browser signed in to.
+session().then((st) => { signOutBtn.hidden = !(st && st.via === 'cookie'); }).catch(() => {});
 
 // ---- links within the app -------------------------------------------------
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestLoopbackAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		want bool
+	}{
+		{"127.0.0.1:8080", true},
+		{"127.1.2.3:0", true},
+		{"[::1]:8080", true},
+		{"localhost:8080", true},
+		{"LocalHost:8080", true},
+		{":8080", false},
+		{"0.0.0.0:8080", false},
+		{"[::]:8080", false},
+		{"10.0.0.5:8080", false},
+		{"auditlens.example:8443", false},
+		{"127.0.0.1", true},
+	} {
+		if got := loopbackAddr(tc.addr); got != tc.want {
+			t.Errorf("loopbackAddr(%q) = %v, want %v", tc.addr, got, tc.want)
+		}
+	}
+}
+
+func TestCheckReadAccess(t *testing.T) {
+	for _, tc := range []struct {
+		name                          string
+		listen                        string
+		tokens, clientCerts, optedOut bool
+		ok                            bool
+	}{
+		{"loopback, open", "127.0.0.1:8080", false, false, false, true},
+		{"every interface, open", ":8443", false, false, false, false},
+		{"every interface, tokens", ":8443", true, false, false, true},
+		{"every interface, client certificates", ":8443", false, true, false, true},
+		{"every interface, opted out by name", ":8443", false, false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkReadAccess(tc.listen, tc.tokens, tc.clientCerts, tc.optedOut)
+			if (err == nil) != tc.ok {
+				t.Fatalf("checkReadAccess: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--api-token-file") {
+				t.Errorf("the error does not say what to set: %v", err)
+			}
+		})
+	}
+}
+
+func TestReadTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(p, []byte("# the UI's token\n  tok-1  \n\ntok-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readTokenFile(p)
+	if err != nil || !slices.Equal(got, []string{"tok-1", "tok-2"}) {
+		t.Errorf("readTokenFile = %q, %v", got, err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("# nothing\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readTokenFile(empty); err == nil || !strings.Contains(err.Error(), "no token") {
+		t.Errorf("an empty token file: %v, want an error", err)
+	}
+	if _, err := readTokenFile(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing token file: no error")
+	}
+}
+
+// TestServeRefusesOpenReads: serve on every interface without credentials
+// for the read side stops at once with a usage error that says what to
+// set, before it opens a store.
+func TestServeRefusesOpenReads(t *testing.T) {
+	dir := t.TempDir()
+	_, stderr, code := runCLI(t, "serve", "--data", dir, "--listen", "0.0.0.0:0")
+	if code != 2 || !strings.Contains(stderr, "not a loopback address") || !strings.Contains(stderr, "--"+insecureReadsFlag) {
+		t.Fatalf("serve --listen 0.0.0.0:0: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "clickhouse")); err == nil {
+		t.Error("serve opened the store before refusing")
+	}
+}

@@ -1,0 +1,218 @@
+package web
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/auditlens/auditlens/internal/secret"
+)
+
+// Browser sign-in. A browser cannot attach a bearer token to the links it
+// opens (a report in a new tab) or keep one safely in script-readable
+// storage, so the UI trades a token once for a session cookie: random,
+// HttpOnly (no script reads it), SameSite=Strict (no other site's page
+// makes the browser send it), Secure when served over TLS, and known only
+// to this process (a restart signs everyone out). The read API accepts
+// either the bearer token or the cookie.
+//
+// Signing in is the only request that changes anything, so it is the one
+// a cross-site page could forge: it takes only a JSON body (a form or an
+// image cannot send one without a CORS preflight, which this server never
+// answers) and refuses an Origin other than its own.
+
+const (
+	sessionCookie = "auditlens_session"
+	// DefaultSessionTTL is how long a browser stays signed in.
+	DefaultSessionTTL = 12 * time.Hour
+	// maxSessions bounds the sessions kept; signing in past it drops the
+	// oldest.
+	maxSessions = 10000
+)
+
+type sessions struct {
+	mu   sync.Mutex
+	byID map[[sha256.Size]byte]time.Time // digest of the cookie → expiry
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+func newSessions(ttl time.Duration, now func() time.Time) *sessions {
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	return &sessions{byID: map[[sha256.Size]byte]time.Time{}, ttl: ttl, now: now}
+}
+
+// create starts a session and returns its cookie value.
+func (s *sessions) create() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(b[:])
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, exp := range s.byID {
+		if !now.Before(exp) {
+			delete(s.byID, k)
+		}
+	}
+	for len(s.byID) >= maxSessions {
+		var oldest [sha256.Size]byte
+		var at time.Time
+		for k, exp := range s.byID {
+			if at.IsZero() || exp.Before(at) {
+				oldest, at = k, exp
+			}
+		}
+		delete(s.byID, oldest)
+	}
+	s.byID[sha256.Sum256([]byte(id))] = now.Add(s.ttl)
+	return id, nil
+}
+
+// valid reports whether a cookie value names a live session.
+func (s *sessions) valid(id string) bool {
+	if id == "" {
+		return false
+	}
+	k := sha256.Sum256([]byte(id))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	exp, ok := s.byID[k]
+	if ok && !s.now().Before(exp) {
+		delete(s.byID, k)
+		return false
+	}
+	return ok
+}
+
+func (s *sessions) end(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, sha256.Sum256([]byte(id)))
+}
+
+// authMode is what the read API asks of a client.
+func (s *server) authMode() string {
+	if len(s.cfg.APITokens) == 0 {
+		return "none"
+	}
+	return "token"
+}
+
+// authenticated reports how the request authenticates: "bearer",
+// "cookie", or "" (not at all).
+func (s *server) authenticated(c *gin.Context) string {
+	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok && tok != "" && secret.Match(tok, s.cfg.APITokens) >= 0 {
+		return "bearer"
+	}
+	if id, err := c.Cookie(sessionCookie); err == nil && s.sessions.valid(id) {
+		return "cookie"
+	}
+	return ""
+}
+
+func (s *server) auth(c *gin.Context) {
+	if s.authMode() == "none" || s.authenticated(c) != "" {
+		return
+	}
+	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token) or a signed-in session"))
+}
+
+type sessionState struct {
+	// Auth is "none" (the read API is open) or "token".
+	Auth     string `json:"auth"`
+	SignedIn bool   `json:"signed_in"`
+	// Via is "bearer" or "cookie" when signed in.
+	Via string `json:"via,omitempty"`
+}
+
+// getSession tells the UI whether it must sign in. It says nothing but
+// that, so it needs no authentication.
+func (s *server) getSession(c *gin.Context) {
+	st := sessionState{Auth: s.authMode()}
+	if st.Auth != "none" {
+		st.Via = s.authenticated(c)
+		st.SignedIn = st.Via != ""
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, st)
+}
+
+// sameOrigin reports whether the request's Origin, when it sends one, is
+// this server.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true // not a browser's cross-origin request
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// signIn trades a bearer token for a session cookie.
+func (s *server) signIn(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	if mt, _, _ := mime.ParseMediaType(c.GetHeader("Content-Type")); mt != "application/json" {
+		s.fail(c, http.StatusUnsupportedMediaType, errors.New(`sign in with a JSON body {"token": "…"}`))
+		return
+	}
+	if !sameOrigin(c.Request) {
+		s.fail(c, http.StatusForbidden, errors.New("sign-in from another site refused"))
+		return
+	}
+	if s.authMode() == "none" {
+		c.JSON(http.StatusOK, sessionState{Auth: "none"})
+		return
+	}
+	var body struct {
+		Token string `json:"token"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request.Body, 64<<10)).Decode(&body); err != nil {
+		s.fail(c, http.StatusBadRequest, errors.New(`sign in with a JSON body {"token": "…"}`))
+		return
+	}
+	tok := strings.TrimSpace(body.Token)
+	if tok == "" || secret.Match(tok, s.cfg.APITokens) < 0 {
+		s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
+		s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
+		return
+	}
+	id, err := s.sessions.create()
+	if err != nil {
+		s.fail(c, http.StatusInternalServerError, err)
+		return
+	}
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(s.sessions.ttl.Seconds()),
+		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	c.JSON(http.StatusOK, sessionState{Auth: "token", SignedIn: true, Via: "cookie"})
+}
+
+// signOut ends the session and clears its cookie.
+func (s *server) signOut(c *gin.Context) {
+	if id, err := c.Cookie(sessionCookie); err == nil {
+		s.sessions.end(id)
+	}
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+	})
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, sessionState{Auth: s.authMode()})
+}
