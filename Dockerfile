@@ -47,6 +47,8 @@ USER 65532:65532
 WORKDIR /var/lib/auditlens
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/auditlens"]
+# Beyond loopback serve wants read credentials (README, Access): mount a
+# token file and add --api-token-file=/etc/auditlens/api/api-tokens.
 CMD ["serve", "--listen=:8080", "--data=/var/lib/auditlens"]
 
 # --- server (default): binary only, for clickhouse:// stores -----------------
@@ -59,5 +61,6 @@ USER 65532:65532
 WORKDIR /var/lib/auditlens
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/auditlens"]
-# Give it a server: serve --store clickhouse://user:pass@host:9000/db ...
+# Give it a server: serve --store clickhouse://user:pass@host:9000/db
+# --api-token-file=... (README, Access).
 CMD ["serve", "--listen=:8080", "--data=/var/lib/auditlens"]
