@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/store"
@@ -94,11 +95,17 @@ type Summary struct {
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
 	CreatedAt   time.Time `json:"created_at"`
+	// Clusters are those the report covers (empty: every cluster).
+	Clusters []string `json:"clusters"`
 }
 
 // ListFilter selects stored reports. Zero fields place no constraint.
 type ListFilter struct {
 	Name string
+	// Within, when not nil, keeps the reports that cover named clusters
+	// all among these (a report of every cluster is left out): what a
+	// reader allowed only these clusters may see.
+	Within []string
 	// Limit is the most reports returned (default and maximum MaxList).
 	Limit int
 }
@@ -110,10 +117,19 @@ const MaxList = 1000
 // (its newest version).
 func List(ctx context.Context, st Store, f ListFilter) ([]Summary, error) {
 	p := store.Params{}
-	where := ""
+	var conds []string
 	if f.Name != "" {
 		p["name"] = store.StringParam(f.Name)
-		where = " WHERE name = {name:String}"
+		conds = append(conds, "name = {name:String}")
+	}
+	having := ""
+	if f.Within != nil {
+		p["within"] = store.StringArrayParam(f.Within)
+		having = " HAVING notEmpty(cl) AND hasAll({within:Array(String)}, cl)"
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = " WHERE " + strings.Join(conds, " AND ")
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > MaxList {
@@ -121,19 +137,25 @@ func List(ctx context.Context, st Store, f ListFilter) ([]Summary, error) {
 	}
 	p["limit"] = strconv.Itoa(limit)
 	q := `SELECT id, any(name) AS n, toUnixTimestamp64Micro(any(window_start)) AS ws,
-       toUnixTimestamp64Micro(any(window_end)) AS we, toUnixTimestamp64Micro(max(created_at)) AS ca
+       toUnixTimestamp64Micro(any(window_end)) AS we, toUnixTimestamp64Micro(max(created_at)) AS ca,
+       JSONExtract(argMax(body, created_at), 'clusters', 'Array(String)') AS cl
 FROM reports` + where + `
-GROUP BY id ORDER BY we DESC, n, id LIMIT {limit:UInt32}`
+GROUP BY id` + having + ` ORDER BY we DESC, n, id LIMIT {limit:UInt32}`
 	out := []Summary{}
 	err := selectJSON(ctx, st, "reports", q, p, func(row struct {
-		ID   string `json:"id"`
-		Name string `json:"n"`
-		WS   int64  `json:"ws"`
-		WE   int64  `json:"we"`
-		CA   int64  `json:"ca"`
+		ID   string   `json:"id"`
+		Name string   `json:"n"`
+		WS   int64    `json:"ws"`
+		WE   int64    `json:"we"`
+		CA   int64    `json:"ca"`
+		CL   []string `json:"cl"`
 	}) error {
+		cl := row.CL
+		if cl == nil {
+			cl = []string{}
+		}
 		out = append(out, Summary{ID: row.ID, Name: row.Name, WindowStart: time.UnixMicro(row.WS).UTC(),
-			WindowEnd: time.UnixMicro(row.WE).UTC(), CreatedAt: time.UnixMicro(row.CA).UTC()})
+			WindowEnd: time.UnixMicro(row.WE).UTC(), CreatedAt: time.UnixMicro(row.CA).UTC(), Clusters: cl})
 		return nil
 	})
 	return out, err

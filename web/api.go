@@ -29,6 +29,7 @@ func (s *server) histogram(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
+	f.Cluster = who(c).scope(f.Cluster)
 	if f.Until.IsZero() {
 		f.Until = s.cfg.Now()
 	}
@@ -64,6 +65,7 @@ func (s *server) values(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
+	f.Cluster = who(c).scope(f.Cluster)
 	if f.Since.IsZero() {
 		f.Since = s.cfg.Now().Add(-24 * time.Hour)
 	}
@@ -97,7 +99,11 @@ func (s *server) objectHistory(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
-	obj := query.ObjectRef{Cluster: v.Get("cluster"), Resource: v.Get("resource"), Namespace: v.Get("namespace"), Name: v.Get("name")}
+	cluster, ok := s.scopedCluster(c, v.Get("cluster"))
+	if !ok {
+		return
+	}
+	obj := query.ObjectRef{Cluster: cluster, Resource: v.Get("resource"), Namespace: v.Get("namespace"), Name: v.Get("name")}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
 	h, err := query.ObjectHistoryWith(ctx, s.cfg.Store, obj, query.HistoryOptions{Since: tf.Since, Until: tf.Until, Limit: limit,

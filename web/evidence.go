@@ -43,7 +43,11 @@ func (s *server) heartbeats(c *gin.Context) {
 		return
 	}
 	v := c.Request.URL.Query()
-	opt := query.HeartbeatOptions{Cluster: v.Get("cluster"), Since: since, Until: until, Nodes: splitParam(v["node"])}
+	cluster, ok := s.scopedCluster(c, v.Get("cluster"))
+	if !ok {
+		return
+	}
+	opt := query.HeartbeatOptions{Cluster: cluster, Since: since, Until: until, Nodes: splitParam(v["node"])}
 	var err error
 	if opt.Others, err = intParam(v, "others"); err != nil {
 		s.fail(c, http.StatusBadRequest, err)
@@ -60,6 +64,9 @@ func (s *server) heartbeats(c *gin.Context) {
 		s.failQuery(c, err)
 		return
 	}
+	if cluster == noCluster {
+		hb.Cluster = v.Get("cluster") // as for a cluster that does not exist
+	}
 	c.JSON(http.StatusOK, hb)
 }
 
@@ -71,7 +78,11 @@ func (s *server) resourceVersions(c *gin.Context) {
 		return
 	}
 	v := c.Request.URL.Query()
-	opt := query.RVLineOptions{Cluster: v.Get("cluster"), Since: since, Until: until}
+	cluster, ok := s.scopedCluster(c, v.Get("cluster"))
+	if !ok {
+		return
+	}
+	opt := query.RVLineOptions{Cluster: cluster, Since: since, Until: until}
 	var err error
 	if opt.Buckets, err = intParam(v, "buckets"); err != nil {
 		s.fail(c, http.StatusBadRequest, err)
@@ -83,6 +94,9 @@ func (s *server) resourceVersions(c *gin.Context) {
 	if err != nil {
 		s.failQuery(c, err)
 		return
+	}
+	if cluster == noCluster {
+		l.Cluster = v.Get("cluster")
 	}
 	c.JSON(http.StatusOK, l)
 }

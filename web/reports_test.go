@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func TestReportsAPI(t *testing.T) {
 	end := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	r := report.Report{ID: "report-1", Name: "daily<b>", WindowStart: end.Add(-24 * time.Hour), WindowEnd: end}
 	src := &fakeReports{byID: map[string]report.Report{"report-1": r}}
-	h := NewRouter(Config{Reports: src, APITokens: []string{"secret"}})
+	h := NewRouter(Config{Reports: src, APITokens: []APIToken{{Token: "secret"}}})
 	do := func(path string, token bool) (int, string, string) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if token {
@@ -79,7 +80,7 @@ func TestReportsAPI(t *testing.T) {
 			if code != tc.code || !strings.HasPrefix(ctype, tc.ctype) || !strings.Contains(body, tc.body) {
 				t.Fatalf("%d %s %s, want %d %s with %q", code, ctype, body, tc.code, tc.ctype, tc.body)
 			}
-			if src.last != tc.filter {
+			if !reflect.DeepEqual(src.last, tc.filter) {
 				t.Errorf("filter %+v, want %+v", src.last, tc.filter)
 			}
 		})

@@ -43,20 +43,25 @@ const (
 
 type sessions struct {
 	mu   sync.Mutex
-	byID map[[sha256.Size]byte]time.Time // digest of the cookie → expiry
+	byID map[[sha256.Size]byte]session // by the digest of the cookie
 	ttl  time.Duration
 	now  func() time.Time
+}
+
+type session struct {
+	expires time.Time
+	who     principal
 }
 
 func newSessions(ttl time.Duration, now func() time.Time) *sessions {
 	if ttl <= 0 {
 		ttl = DefaultSessionTTL
 	}
-	return &sessions{byID: map[[sha256.Size]byte]time.Time{}, ttl: ttl, now: now}
+	return &sessions{byID: map[[sha256.Size]byte]session{}, ttl: ttl, now: now}
 }
 
-// create starts a session and returns its cookie value.
-func (s *sessions) create() (string, error) {
+// create starts a session of p and returns its cookie value.
+func (s *sessions) create(p principal) (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -65,39 +70,39 @@ func (s *sessions) create() (string, error) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, exp := range s.byID {
-		if !now.Before(exp) {
+	for k, se := range s.byID {
+		if !now.Before(se.expires) {
 			delete(s.byID, k)
 		}
 	}
 	for len(s.byID) >= maxSessions {
 		var oldest [sha256.Size]byte
 		var at time.Time
-		for k, exp := range s.byID {
-			if at.IsZero() || exp.Before(at) {
-				oldest, at = k, exp
+		for k, se := range s.byID {
+			if at.IsZero() || se.expires.Before(at) {
+				oldest, at = k, se.expires
 			}
 		}
 		delete(s.byID, oldest)
 	}
-	s.byID[sha256.Sum256([]byte(id))] = now.Add(s.ttl)
+	s.byID[sha256.Sum256([]byte(id))] = session{expires: now.Add(s.ttl), who: p}
 	return id, nil
 }
 
-// valid reports whether a cookie value names a live session.
-func (s *sessions) valid(id string) bool {
+// get returns the principal of the live session a cookie value names.
+func (s *sessions) get(id string) (principal, bool) {
 	if id == "" {
-		return false
+		return principal{}, false
 	}
 	k := sha256.Sum256([]byte(id))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	exp, ok := s.byID[k]
-	if ok && !s.now().Before(exp) {
+	se, ok := s.byID[k]
+	if ok && !s.now().Before(se.expires) {
 		delete(s.byID, k)
-		return false
+		return principal{}, false
 	}
-	return ok
+	return se.who, ok
 }
 
 func (s *sessions) end(id string) {
@@ -114,20 +119,44 @@ func (s *server) authMode() string {
 	return "token"
 }
 
-// authenticated reports how the request authenticates: "bearer",
-// "cookie", or "" (not at all).
-func (s *server) authenticated(c *gin.Context) string {
-	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok && tok != "" && secret.Match(tok, s.cfg.APITokens) >= 0 {
-		return "bearer"
+// tokenPrincipal returns what a bearer token may read.
+func (s *server) tokenPrincipal(tok string) (principal, bool) {
+	if tok == "" {
+		return principal{}, false
 	}
-	if id, err := c.Cookie(sessionCookie); err == nil && s.sessions.valid(id) {
-		return "cookie"
+	i := secret.Match(tok, s.tokens)
+	if i < 0 {
+		return principal{}, false
 	}
-	return ""
+	if cl := s.cfg.APITokens[i].Clusters; len(cl) > 0 {
+		return principal{clusters: cl}, true
+	}
+	return everyCluster, true
+}
+
+// authenticated returns the request's principal and how it authenticated:
+// "bearer", "cookie", or "" (not at all).
+func (s *server) authenticated(c *gin.Context) (principal, string) {
+	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
+		if p, ok := s.tokenPrincipal(tok); ok {
+			return p, "bearer"
+		}
+	}
+	if id, err := c.Cookie(sessionCookie); err == nil {
+		if p, ok := s.sessions.get(id); ok {
+			return p, "cookie"
+		}
+	}
+	return principal{}, ""
 }
 
 func (s *server) auth(c *gin.Context) {
-	if s.authMode() == "none" || s.authenticated(c) != "" {
+	if s.authMode() == "none" {
+		c.Set(principalKey, everyCluster)
+		return
+	}
+	if p, via := s.authenticated(c); via != "" {
+		c.Set(principalKey, p)
 		return
 	}
 	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token) or a signed-in session"))
@@ -146,7 +175,7 @@ type sessionState struct {
 func (s *server) getSession(c *gin.Context) {
 	st := sessionState{Auth: s.authMode()}
 	if st.Auth != "none" {
-		st.Via = s.authenticated(c)
+		_, st.Via = s.authenticated(c)
 		st.SignedIn = st.Via != ""
 	}
 	c.Header("Cache-Control", "no-store")
@@ -186,13 +215,13 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, errors.New(`sign in with a JSON body {"token": "…"}`))
 		return
 	}
-	tok := strings.TrimSpace(body.Token)
-	if tok == "" || secret.Match(tok, s.cfg.APITokens) < 0 {
+	p, ok := s.tokenPrincipal(strings.TrimSpace(body.Token))
+	if !ok {
 		s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
 		s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
 		return
 	}
-	id, err := s.sessions.create()
+	id, err := s.sessions.create(p)
 	if err != nil {
 		s.fail(c, http.StatusInternalServerError, err)
 		return

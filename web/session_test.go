@@ -14,7 +14,7 @@ import (
 func TestSessions(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	h := NewRouter(Config{Reports: &fakeReports{byID: map[string]report.Report{}}, APITokens: []string{"tok-a", "tok-b"},
+	h := NewRouter(Config{Reports: &fakeReports{byID: map[string]report.Report{}}, APITokens: []APIToken{{Token: "tok-a"}, {Token: "tok-b"}},
 		Now: clock, SessionTTL: time.Hour})
 
 	do := func(method, path, body string, hdr map[string]string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
@@ -136,20 +136,20 @@ func TestSessionsOpenAPI(t *testing.T) {
 func TestSessionsBounded(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	s := newSessions(time.Hour, func() time.Time { return now })
-	first, err := s.create()
+	first, err := s.create(everyCluster)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range maxSessions {
 		now = now.Add(time.Millisecond)
-		if _, err := s.create(); err != nil {
+		if _, err := s.create(everyCluster); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(s.byID) != maxSessions {
 		t.Errorf("%d sessions kept, want %d", len(s.byID), maxSessions)
 	}
-	if s.valid(first) {
+	if _, ok := s.get(first); ok {
 		t.Error("the oldest session survived the bound")
 	}
 }

@@ -40,8 +40,9 @@ type Config struct {
 	// QueryTimeout bounds one API query (default 60s).
 	QueryTimeout time.Duration
 	// APITokens, when not empty, are the bearer tokens the read API
-	// accepts. The webhook has its own tokens.
-	APITokens []string
+	// accepts, each with the clusters it may read. The webhook has its
+	// own tokens.
+	APITokens []APIToken
 	// SessionTTL is how long a browser that signed in with a token stays
 	// signed in (default DefaultSessionTTL).
 	SessionTTL time.Duration
@@ -75,6 +76,9 @@ func NewRouter(cfg Config) http.Handler {
 		cfg.MaxConcurrentJQ = 4
 	}
 	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
+	for _, t := range cfg.APITokens {
+		s.tokens = append(s.tokens, t.Token)
+	}
 
 	if cfg.Webhook != nil {
 		h := gin.WrapH(cfg.Webhook)
@@ -120,6 +124,7 @@ type server struct {
 	cfg      Config
 	jqSlots  chan struct{}
 	sessions *sessions
+	tokens   []string // cfg.APITokens' tokens, for secret.Match
 }
 
 // apiError is the one shape of API errors.
@@ -154,6 +159,7 @@ func (s *server) events(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
+	f.Cluster = who(c).scope(f.Cluster)
 	var jq *query.JQ
 	if prog := v.Get("jq"); prog != "" {
 		jq, err = query.CompileJQ(prog)

@@ -47,14 +47,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		reportsConfig = fs.String("config", "", "reports configuration file (YAML): scheduled reports and their outputs (see README, Reports)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
-		apiTokenFile  = fs.String("api-token-file", "", "file of bearer tokens the read API accepts, one per line (# comments); a mounted Secret, not visible in ps like --api-token")
+		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
 	var df detectFlags
 	df.register(fs)
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
-	fs.Var(&apiTokens, "api-token", "bearer token required by the read API (repeatable)")
+	fs.Var(&apiTokens, "api-token", "TOKEN or TOKEN=CLUSTER[,CLUSTER...]: a bearer token the read API and UI accept, for every cluster or only these (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -76,7 +76,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		apiTokens = append(apiTokens, toks...)
 	}
-	if err := checkReadAccess(*listen, len(apiTokens) > 0, *clientCA != "", *openReads); err != nil {
+	readTokens := make([]web.APIToken, 0, len(apiTokens))
+	for _, t := range apiTokens {
+		rt, err := web.ParseAPIToken(t, ingest.ValidName)
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		readTokens = append(readTokens, rt)
+	}
+	if err := checkReadAccess(*listen, len(readTokens) > 0, *clientCA != "", *openReads); err != nil {
 		return err
 	}
 	if *openReads && !loopbackAddr(*listen) {
@@ -189,7 +197,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		QueryLimits:     query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut, Worker: &query.ProcessRunner{Args: jqWorkerArgs}},
 		QueryTimeout:    *queryTimeout,
 		MaxConcurrentJQ: *jqConcurrent,
-		APITokens:       apiTokens,
+		APITokens:       readTokens,
 		Ready:           &ready,
 		Logger:          log,
 		Info:            kubeconfig,

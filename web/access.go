@@ -1,0 +1,143 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Per-cluster read access. Every read is answered for the clusters the
+// client may read and nothing else: a filter naming another cluster
+// selects nothing (as for a cluster that does not exist), a finding or
+// report of another cluster is "not found", and a histogram or value list
+// counts only the allowed clusters. So a client allowed cluster A learns
+// nothing of cluster B, not even that it exists.
+
+// APIToken is a bearer token of the read API and the clusters it may
+// read (none: every cluster).
+type APIToken struct {
+	Token    string
+	Clusters []string
+}
+
+// ParseAPIToken reads "TOKEN" (every cluster) or "TOKEN=CLUSTER[,CLUSTER…]",
+// as serve's --api-token and the lines of --api-token-file give them.
+// valid checks each cluster name.
+func ParseAPIToken(s string, valid func(string) bool) (APIToken, error) {
+	tok, clusters, scoped := strings.Cut(s, "=")
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return APIToken{}, errors.New("an empty read token")
+	}
+	t := APIToken{Token: tok}
+	if !scoped {
+		return t, nil
+	}
+	for c := range strings.SplitSeq(clusters, ",") {
+		c = strings.TrimSpace(c)
+		if !valid(c) {
+			return APIToken{}, fmt.Errorf("read token …=%s: cluster name %q is not valid", clusters, c)
+		}
+		if !slices.Contains(t.Clusters, c) {
+			t.Clusters = append(t.Clusters, c)
+		}
+	}
+	return t, nil
+}
+
+// principal is what an authenticated client may read.
+type principal struct {
+	all      bool
+	clusters []string
+}
+
+var everyCluster = principal{all: true}
+
+func (p principal) allows(cluster string) bool {
+	return p.all || slices.Contains(p.clusters, cluster)
+}
+
+// noCluster names no stored cluster (cluster names are ValidName: no
+// control characters), so a filter on it selects nothing.
+const noCluster = "\x00"
+
+// scope narrows a list of requested clusters (empty: all) to those p may
+// read. It never returns an empty list for a restricted principal (that
+// would mean every cluster).
+func (p principal) scope(requested []string) []string {
+	if p.all {
+		return requested
+	}
+	if len(requested) == 0 {
+		return slices.Clone(p.clusters)
+	}
+	var out []string
+	for _, c := range requested {
+		if p.allows(c) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return []string{noCluster}
+	}
+	return out
+}
+
+// scopeOne narrows a single requested cluster: one p may not read becomes
+// noCluster; none requested becomes p's only cluster, or an error when p
+// may read several.
+func (p principal) scopeOne(requested string) (string, error) {
+	switch {
+	case p.all:
+		return requested, nil
+	case requested == "" && len(p.clusters) == 1:
+		return p.clusters[0], nil
+	case requested == "":
+		return "", errors.New("name the cluster (cluster=NAME): this client reads several")
+	case p.allows(requested):
+		return requested, nil
+	}
+	return noCluster, nil
+}
+
+// within reports whether a stored thing that covers clusters (empty:
+// every cluster) may be shown to p whole.
+func (p principal) within(clusters []string) bool {
+	if p.all {
+		return true
+	}
+	if len(clusters) == 0 {
+		return false
+	}
+	for _, c := range clusters {
+		if !p.allows(c) {
+			return false
+		}
+	}
+	return true
+}
+
+const principalKey = "auditlens.principal"
+
+// who returns the principal the auth middleware found.
+func who(c *gin.Context) principal {
+	if v, ok := c.Get(principalKey); ok {
+		return v.(principal)
+	}
+	return principal{} // reads nothing: a handler outside auth
+}
+
+// scopedCluster answers for handlers that read one cluster; false when it
+// has failed the request.
+func (s *server) scopedCluster(c *gin.Context, requested string) (string, bool) {
+	cl, err := who(c).scopeOne(requested)
+	if err != nil {
+		s.fail(c, http.StatusBadRequest, err)
+		return "", false
+	}
+	return cl, true
+}
