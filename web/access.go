@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -48,6 +49,23 @@ func ParseAPIToken(s string, valid func(string) bool) (APIToken, error) {
 	}
 	return t, nil
 }
+
+// ReviewedAccess is what a TokenReviewer found a token may read.
+type ReviewedAccess struct {
+	User     string
+	All      bool     // every cluster
+	Clusters []string // else these (none: nothing)
+}
+
+// TokenReviewer checks the bearer tokens that are not read tokens of
+// serve's own (Kubernetes tokens, by TokenReview and SubjectAccessReview).
+// An unknown token is ErrUnknownToken.
+type TokenReviewer interface {
+	ReviewToken(ctx context.Context, token string) (ReviewedAccess, error)
+}
+
+// ErrUnknownToken: the reviewer does not know the token.
+var ErrUnknownToken = errors.New("unknown token")
 
 // principal is what an authenticated client may read.
 type principal struct {

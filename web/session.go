@@ -1,11 +1,13 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -113,41 +115,67 @@ func (s *sessions) end(id string) {
 
 // authMode is what the read API asks of a client.
 func (s *server) authMode() string {
-	if len(s.cfg.APITokens) == 0 {
+	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil {
 		return "none"
 	}
 	return "token"
 }
 
-// tokenPrincipal returns what a bearer token may read.
-func (s *server) tokenPrincipal(tok string) (principal, bool) {
-	if tok == "" {
-		return principal{}, false
-	}
-	i := secret.Match(tok, s.tokens)
-	if i < 0 {
-		return principal{}, false
-	}
-	if cl := s.cfg.APITokens[i].Clusters; len(cl) > 0 {
-		return principal{clusters: cl}, true
-	}
-	return everyCluster, true
+// authError is a failed authentication with the status it answers.
+type authError struct {
+	code int
+	err  error
 }
 
-// authenticated returns the request's principal and how it authenticated:
-// "bearer", "cookie", or "" (not at all).
-func (s *server) authenticated(c *gin.Context) (principal, string) {
-	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
-		if p, ok := s.tokenPrincipal(tok); ok {
-			return p, "bearer"
+func (e *authError) Error() string { return e.err.Error() }
+
+var errNoCredentials = &authError{http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token or a Kubernetes token) or a signed-in session")}
+
+// tokenPrincipal returns what a bearer token may read: one of serve's
+// read tokens, or one the Reviewer knows.
+func (s *server) tokenPrincipal(ctx context.Context, tok string) (principal, error) {
+	if tok == "" {
+		return principal{}, errNoCredentials
+	}
+	if i := secret.Match(tok, s.tokens); i >= 0 {
+		if cl := s.cfg.APITokens[i].Clusters; len(cl) > 0 {
+			return principal{clusters: cl}, nil
 		}
+		return everyCluster, nil
+	}
+	if s.cfg.Reviewer == nil {
+		return principal{}, &authError{http.StatusUnauthorized, errors.New("unknown bearer token")}
+	}
+	a, err := s.cfg.Reviewer.ReviewToken(ctx, tok)
+	switch {
+	case errors.Is(err, ErrUnknownToken):
+		return principal{}, &authError{http.StatusUnauthorized, errors.New("unknown bearer token (the Kubernetes apiserver does not accept it either)")}
+	case err != nil:
+		return principal{}, &authError{http.StatusServiceUnavailable, fmt.Errorf("cannot check the token now: %w", err)}
+	case a.All:
+		return everyCluster, nil
+	case len(a.Clusters) == 0:
+		return principal{}, &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: bind a ClusterRole that allows get on clusters.auditlens.io (named by the cluster) (README, Access)", a.User)}
+	}
+	return principal{clusters: a.Clusters}, nil
+}
+
+// authenticated returns the request's principal and how it authenticated
+// ("bearer" or "cookie"), or why it did not.
+func (s *server) authenticated(c *gin.Context) (principal, string, error) {
+	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
+		p, err := s.tokenPrincipal(c.Request.Context(), tok)
+		if err != nil {
+			return principal{}, "", err
+		}
+		return p, "bearer", nil
 	}
 	if id, err := c.Cookie(sessionCookie); err == nil {
 		if p, ok := s.sessions.get(id); ok {
-			return p, "cookie"
+			return p, "cookie", nil
 		}
 	}
-	return principal{}, ""
+	return principal{}, "", errNoCredentials
 }
 
 func (s *server) auth(c *gin.Context) {
@@ -155,11 +183,16 @@ func (s *server) auth(c *gin.Context) {
 		c.Set(principalKey, everyCluster)
 		return
 	}
-	if p, via := s.authenticated(c); via != "" {
-		c.Set(principalKey, p)
+	p, _, err := s.authenticated(c)
+	if err != nil {
+		var ae *authError
+		if !errors.As(err, &ae) {
+			ae = &authError{http.StatusInternalServerError, err}
+		}
+		s.fail(c, ae.code, ae.err)
 		return
 	}
-	s.fail(c, http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token) or a signed-in session"))
+	c.Set(principalKey, p)
 }
 
 type sessionState struct {
@@ -175,7 +208,7 @@ type sessionState struct {
 func (s *server) getSession(c *gin.Context) {
 	st := sessionState{Auth: s.authMode()}
 	if st.Auth != "none" {
-		_, st.Via = s.authenticated(c)
+		_, st.Via, _ = s.authenticated(c)
 		st.SignedIn = st.Via != ""
 	}
 	c.Header("Cache-Control", "no-store")
@@ -215,10 +248,18 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, errors.New(`sign in with a JSON body {"token": "…"}`))
 		return
 	}
-	p, ok := s.tokenPrincipal(strings.TrimSpace(body.Token))
-	if !ok {
-		s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
-		s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
+	p, err := s.tokenPrincipal(c.Request.Context(), strings.TrimSpace(body.Token))
+	if err != nil {
+		var ae *authError
+		if errors.As(err, &ae) && ae.code == http.StatusUnauthorized {
+			s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
+			s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
+			return
+		}
+		if ae == nil {
+			ae = &authError{http.StatusInternalServerError, err}
+		}
+		s.fail(c, ae.code, ae.err)
 		return
 	}
 	id, err := s.sessions.create(p)

@@ -43,6 +43,8 @@ type Config struct {
 	// accepts, each with the clusters it may read. The webhook has its
 	// own tokens.
 	APITokens []APIToken
+	// Reviewer, when set, checks bearer tokens that are not APITokens.
+	Reviewer TokenReviewer
 	// SessionTTL is how long a browser that signed in with a token stays
 	// signed in (default DefaultSessionTTL).
 	SessionTTL time.Duration

@@ -3,10 +3,18 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/auditlens/auditlens/internal/kubeauth"
+	"github.com/auditlens/auditlens/store"
+	"github.com/auditlens/auditlens/web"
 )
 
 // insecureReadsFlag is the serve flag that leaves the read side open on a
@@ -32,15 +40,17 @@ func loopbackAddr(listen string) bool {
 // checkReadAccess refuses a serve whose read API and UI would answer
 // anyone on the network. Audit events say who did what from where, and
 // with a careless policy they hold request bodies: outside loopback the
-// read side needs bearer tokens (--api-token, --api-token-file) or client
-// certificates (--client-ca, which every connection must then present),
-// unless the operator opts out by name.
+// read side needs bearer tokens (--api-token, --api-token-file, or
+// Kubernetes tokens reviewed by the apiserver) or client certificates
+// (--client-ca, which every connection must then present), unless the
+// operator opts out by name.
 func checkReadAccess(listen string, tokens, clientCerts, optOut bool) error {
 	if tokens || clientCerts || optOut || loopbackAddr(listen) {
 		return nil
 	}
 	return fmt.Errorf("%w: --listen %s is not a loopback address, and the read API and UI (every stored audit event: who did what, from where) "+
 		"would answer anyone who reaches it. Give the read side credentials: --api-token-file FILE (or --api-token TOKEN) for bearer tokens, "+
+		"--kube-auth-kubeconfig FILE or --kube-auth-in-cluster for Kubernetes tokens, "+
 		"or --client-ca for client certificates; or listen on 127.0.0.1; or, only behind something that authenticates for you, --%s",
 		errUsage, listen, insecureReadsFlag)
 }
@@ -68,4 +78,59 @@ func readTokenFile(path string) ([]string, error) {
 		return nil, fmt.Errorf("--api-token-file %s holds no token", path)
 	}
 	return toks, nil
+}
+
+// kubeReviewer adapts kubeauth.Reviewer to web.TokenReviewer.
+type kubeReviewer struct{ r *kubeauth.Reviewer }
+
+func (k kubeReviewer) ReviewToken(ctx context.Context, token string) (web.ReviewedAccess, error) {
+	a, err := k.r.Review(ctx, token)
+	if errors.Is(err, kubeauth.ErrUnauthenticated) {
+		return web.ReviewedAccess{}, web.ErrUnknownToken
+	}
+	return web.ReviewedAccess{User: a.User, All: a.All, Clusters: a.Clusters}, err
+}
+
+// newKubeReviewer reads --kube-auth-kubeconfig or, with --kube-auth-in-cluster,
+// the pod's service account; nil when neither is set. The cluster names
+// to review come from the store (cached by the reviewer with its answers).
+func newKubeReviewer(kubeconfig string, inCluster bool, ttl time.Duration, st store.Store) (web.TokenReviewer, error) {
+	var cfg kubeauth.Config
+	var err error
+	switch {
+	case kubeconfig != "" && inCluster:
+		return nil, fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
+	case kubeconfig != "":
+		cfg, err = kubeauth.LoadKubeconfig(kubeconfig)
+	case inCluster:
+		cfg, err = kubeauth.InCluster()
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.Clusters = func(ctx context.Context) ([]string, error) { return storedClusters(ctx, st) }
+	cfg.CacheTTL = ttl
+	r, err := kubeauth.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return kubeReviewer{r}, nil
+}
+
+// storedClusters lists the cluster names events were stored for.
+func storedClusters(ctx context.Context, st store.Store) ([]string, error) {
+	var out []string
+	err := st.Select(ctx, "SELECT DISTINCT cluster AS c FROM audit_events ORDER BY c", nil, func(row []byte) error {
+		var r struct {
+			C string `json:"c"`
+		}
+		if err := json.Unmarshal(row, &r); err != nil {
+			return err
+		}
+		out = append(out, r.C)
+		return nil
+	})
+	return out, err
 }

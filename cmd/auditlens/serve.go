@@ -48,6 +48,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		webhookTokens multiFlag
 		apiTokens     multiFlag
 		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
+		kubeAuthKC    = fs.String("kube-auth-kubeconfig", "", "check other bearer tokens with the Kubernetes apiserver of this kubeconfig (TokenReview, then SubjectAccessReview of get clusters.auditlens.io per cluster; README, Access)")
+		kubeAuthPod   = fs.Bool("kube-auth-in-cluster", false, "as --kube-auth-kubeconfig, with the pod's own service account and apiserver")
+		kubeAuthTTL   = fs.Duration("kube-auth-cache-ttl", time.Minute, "how long a token's reviews are reused: a removed RoleBinding takes effect within this")
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
@@ -84,7 +87,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		readTokens = append(readTokens, rt)
 	}
-	if err := checkReadAccess(*listen, len(readTokens) > 0, *clientCA != "", *openReads); err != nil {
+	if *kubeAuthKC != "" && *kubeAuthPod {
+		return fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
+	}
+	kubeAuth := *kubeAuthKC != "" || *kubeAuthPod
+	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth, *clientCA != "", *openReads); err != nil {
 		return err
 	}
 	if *openReads && !loopbackAddr(*listen) {
@@ -140,6 +147,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer st.Close()
+	reviewer, err := newKubeReviewer(*kubeAuthKC, *kubeAuthPod, *kubeAuthTTL, st)
+	if err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -198,6 +209,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		QueryTimeout:    *queryTimeout,
 		MaxConcurrentJQ: *jqConcurrent,
 		APITokens:       readTokens,
+		Reviewer:        reviewer,
 		Ready:           &ready,
 		Logger:          log,
 		Info:            kubeconfig,

@@ -62,8 +62,16 @@ var nodeIDs = func() []identity {
 	return out
 }()
 
+// Readers of auditlens's read API, checked by TokenReview and
+// SubjectAccessReview (TestKubeAuth): not in system:masters, so RBAC
+// decides what they may read.
+var (
+	readerID   = identity{token: "reader-token", user: "auditlens-reader", uid: "uid-reader", groups: []string{"auditlens-readers"}}
+	outsiderID = identity{token: "outsider-token", user: "outsider", uid: "uid-outsider", groups: []string{"outsiders"}}
+)
+
 var identities = slices.Concat([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs,
-	kubeletIDs, []identity{schedulerID})
+	kubeletIDs, []identity{schedulerID, readerID, outsiderID})
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.
