@@ -26,8 +26,9 @@ import (
 //	                        group "core" is the core group ("")
 //	objectRef.resourceVersion, .uid
 //	                        request.metadata (what the apiserver itself records for a write)
-//	requestURI              rebuilt from resourceName: /api/v1/... or /apis/<group>/<version>/...,
-//	                        with watch=true for a watch and the list options request holds, if any
+//	requestURI              rebuilt from resourceName: /api/v1/... or /apis/<group>/<version>/...
+//	                        (a create's without the new object's name), with watch=true for a
+//	                        watch and the list options request holds, if any
 //	user.username           authenticationInfo.principalEmail
 //	sourceIPs               [requestMetadata.callerIp]
 //	userAgent               requestMetadata.callerSuppliedUserAgent
@@ -249,6 +250,12 @@ func translateGKE(e *gkeEntry, auditID string) (gkeEvent, string) {
 	if ref != nil {
 		ref.ResourceVersion, ref.UID = req.Metadata.ResourceVersion, req.Metadata.UID
 		ev.ObjectRef = ref
+		if ev.Verb == "create" && ref.Subresource == "" && ref.Name != "" {
+			// A create is a POST to the collection; the name is the new
+			// object's. Creates of subresources (pods/eviction,
+			// serviceaccounts/token) are POSTs to the object.
+			path = strings.TrimSuffix(path, "/"+ref.Name)
+		}
 	}
 	ev.RequestURI = path
 	if q := gkeQuery(ev.Verb, &req); q != "" {
