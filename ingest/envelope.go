@@ -125,10 +125,12 @@ func DecodeImportLine(src LineSource, line []byte, b *Batch) (kind string, err e
 	if len(line) == 0 {
 		return "", nil
 	}
-	d := envDecoder{src: src, b: b, rows: len(b.Rows), rejects: len(b.Rejects), skipped: b.Skipped}
+	if bytes.HasPrefix(line, []byte(`{"kind":"Event`)) {
+		// The fast path: what the apiserver writes, decoded as before.
+		return KindAudit, decodeAudit(src, line, b)
+	}
+	d := &envDecoder{src: src, b: b, rows: len(b.Rows), rejects: len(b.Rejects), skipped: b.Skipped}
 	switch {
-	case bytes.HasPrefix(line, []byte(`{"kind":"Event`)):
-		return KindAudit, d.audit(line)
 	case line[0] == '{':
 		return d.object(line, 0)
 	case line[0] >= '0' && line[0] <= '9':
@@ -136,7 +138,30 @@ func DecodeImportLine(src LineSource, line []byte, b *Batch) (kind string, err e
 			return k, err
 		}
 	}
-	return KindAudit, d.audit(line)
+	return KindAudit, decodeAudit(src, line, b)
+}
+
+// decodeAudit decodes a line in the apiserver's own format.
+func decodeAudit(src LineSource, line []byte, b *Batch) error {
+	cluster, _ := src.clusterFor("")
+	if cluster == "" {
+		// Only audit JSON is missing a cluster; anything else is told so.
+		var probe Batch
+		if err := decodeDocument("-", line, &probe); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w", ErrNoCluster)
+	}
+	rows := len(b.Rows)
+	if err := decodeDocument(cluster, line, b); err != nil {
+		return err
+	}
+	if src.APIServer != "" {
+		for i := rows; i < len(b.Rows); i++ {
+			b.Rows[i].APIServer = src.APIServer
+		}
+	}
+	return nil
 }
 
 // envDecoder decodes one import line into b.
@@ -155,22 +180,7 @@ func (d *envDecoder) fail(err error) error {
 }
 
 // audit decodes a line in the apiserver's own format.
-func (d *envDecoder) audit(line []byte) error {
-	cluster, _ := d.src.clusterFor("")
-	if cluster == "" {
-		// Only audit JSON is missing a cluster; anything else is told so.
-		var probe Batch
-		if err := decodeDocument("-", line, &probe); err != nil {
-			return err
-		}
-		return fmt.Errorf("%w", ErrNoCluster)
-	}
-	if err := decodeDocument(cluster, line, d.b); err != nil {
-		return err
-	}
-	d.tag(d.rows, "")
-	return nil
-}
+func (d *envDecoder) audit(line []byte) error { return decodeAudit(d.src, line, d.b) }
 
 // tag sets the apiserver of the rows appended from index from on.
 func (d *envDecoder) tag(from int, envelopeAPIServer string) {
