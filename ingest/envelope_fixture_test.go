@@ -92,8 +92,8 @@ type fixtureEvent struct {
 	User       struct {
 		Username string `json:"username"`
 	} `json:"user"`
-	SourceIPs      []string `json:"sourceIPs"`
-	UserAgent      string   `json:"userAgent"`
+	SourceIPs      []string   `json:"sourceIPs"`
+	UserAgent      string     `json:"userAgent"`
 	ObjectRef      *objectRef `json:"objectRef"`
 	ResponseStatus struct {
 		Code int32 `json:"code"`
