@@ -431,3 +431,32 @@ func TestImportStdinAndNoCluster(t *testing.T) {
 		t.Fatal("no cluster and not from the envelope: want an error")
 	}
 }
+
+// TestImportJSONArray reads a file that is one pretty-printed JSON array,
+// as `gcloud logging read --format=json` writes, element by element.
+func TestImportJSONArray(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(envelopeDir, "gke.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []stdjson.RawMessage
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		entries = append(entries, line)
+	}
+	pretty, err := stdjson.MarshalIndent(entries, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, "gke.json")
+	os.WriteFile(file, append([]byte("\n  "), pretty...), 0o644)
+	stats, err := Import(context.Background(), nil, []string{file}, ImportConfig{ClusterFromEnvelope: true})
+	if err != nil || stats.Events != int64(len(entries)) || stats.Kinds[KindGKE] != stats.Events || stats.Rejected != 0 {
+		t.Fatalf("%+v %v", stats, err)
+	}
+	broken := filepath.Join(dir, "broken.json")
+	os.WriteFile(broken, pretty[:len(pretty)/2], 0o644)
+	if _, err := Import(context.Background(), nil, []string{broken}, ImportConfig{ClusterFromEnvelope: true}); err == nil || !strings.Contains(err.Error(), "JSON array") {
+		t.Fatalf("truncated array: %v", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -321,7 +322,9 @@ func (c countingReader) Read(p []byte) (int, error) {
 
 // readLines calls fn for each non-empty line of a plain or gzip file, or
 // of stdin for the path "-". A gzip file may be several gzip members one
-// after the other (as Firehose writes them): they read as one.
+// after the other (as Firehose writes them): they read as one. A file
+// that is one JSON array, such as `gcloud logging read --format=json`
+// writes, is read element by element instead (readArray).
 func readLines(ctx context.Context, path string, stdin io.Reader, read *atomic.Int64, fn func(lineNo int64, line []byte) error) error {
 	in := stdin
 	if path != Stdin {
@@ -345,6 +348,9 @@ func readLines(ctx context.Context, path string, stdin io.Reader, read *atomic.I
 	lr, ok := r.(*bufio.Reader)
 	if !ok {
 		lr = bufio.NewReader(r)
+	}
+	if startsWithArray(lr) {
+		return readArray(ctx, path, lr, fn)
 	}
 	var (
 		lineNo int64
@@ -383,4 +389,51 @@ func readLines(ctx context.Context, path string, stdin io.Reader, read *atomic.I
 			return fmt.Errorf("reading %s: %w", path, err)
 		}
 	}
+}
+
+// startsWithArray reports whether the first byte of r that is not white
+// space opens a JSON array. Log lines are objects or start with a time.
+func startsWithArray(r *bufio.Reader) bool {
+	for n := 1; n <= 4096; n++ {
+		b, err := r.Peek(n)
+		if len(b) < n {
+			return false
+		}
+		switch b[n-1] {
+		case ' ', '\t', '\r', '\n':
+			if err != nil {
+				return false
+			}
+			continue
+		case '[':
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// readArray calls fn for each element of the JSON array r holds, numbered
+// from 1 as lines are.
+func readArray(ctx context.Context, path string, r io.Reader, fn func(n int64, elem []byte) error) error {
+	dec := stdjson.NewDecoder(r)
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("reading %s as a JSON array: %w", path, err)
+	}
+	for n := int64(1); dec.More(); n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var elem stdjson.RawMessage
+		if err := dec.Decode(&elem); err != nil {
+			return fmt.Errorf("reading element %d of the JSON array in %s: %w", n, path, err)
+		}
+		if err := fn(n, elem); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("reading %s as a JSON array: %w", path, err)
+	}
+	return nil
 }
