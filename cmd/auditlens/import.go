@@ -45,6 +45,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	stdin, err := stdinFor(files)
+	if err != nil {
+		return err
+	}
 	var w *ingest.Writer
 	var st store.Store
 	if !*decodeOnly {
@@ -56,7 +60,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		w = ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batch, Logger: log})
 	}
 
-	cfg := ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: *cluster == "", APIServer: *apiserver, BatchRows: *batch}
+	cfg := ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: *cluster == "", APIServer: *apiserver, BatchRows: *batch, Stdin: stdin}
 	var bar *progressBar
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		bar = &progressBar{w: stderr}
@@ -78,6 +82,17 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = derr
 	}
 	return err
+}
+
+// stdinFor takes standard input away from the embedded engine (takeStdin)
+// when one of the files to import is "-", before the store is opened.
+func stdinFor(files []string) (io.Reader, error) {
+	for _, f := range files {
+		if f == ingest.Stdin {
+			return takeStdin()
+		}
+	}
+	return nil, nil
 }
 
 func printImportSummary(w io.Writer, s ingest.ImportStats) {
