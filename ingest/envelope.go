@@ -207,11 +207,13 @@ type cloudProbe struct {
 	Properties *aksProperties     `json:"properties"`
 	Records    *[]json.RawMessage `json:"records"`
 	// CloudWatch Logs subscription payload, Lambda event, log event.
-	MessageType   string             `json:"messageType"`
-	LogGroup      string             `json:"logGroup"`
-	LogStream     string             `json:"logStream"`
-	LogEvents     *[]json.RawMessage `json:"logEvents"`
-	AWSLogs       *struct{ Data string }
+	MessageType string             `json:"messageType"`
+	LogGroup    string             `json:"logGroup"`
+	LogStream   string             `json:"logStream"`
+	LogEvents   *[]json.RawMessage `json:"logEvents"`
+	AWSLogs     *struct {
+		Data string `json:"data"`
+	} `json:"awslogs"`
 	Message       *string `json:"message"`
 	LogGroupName  string  `json:"logGroupName"`
 	LogStreamName string  `json:"logStreamName"`
