@@ -54,7 +54,8 @@ import (
 //     for a successful create; 410 Gone and 422 have no code of their own
 //     and come out as the nearest one).
 //
-// What that means for each detector (policy check's words):
+// What that means for each detector (policy check's words; TestGKEDetectors
+// holds the table to the detectors over scenarios translated to entries):
 //
 //	watch-loop           blinded: static watches are told by the resourceVersion in their requestURI
 //	watch-rv-regression  blinded: the same; watches without one are left out, so no false alarm either
