@@ -79,10 +79,10 @@ type LineSource struct {
 // envelopeCluster ("" for none), or "" and the reason to reject them.
 func (s LineSource) clusterFor(envelopeCluster string) (cluster, reason string) {
 	switch {
-	case s.Fixed || envelopeCluster == "" && s.Cluster != "":
-		return s.Cluster, ""
-	case envelopeCluster == "":
+	case s.Fixed && s.Cluster == "", !s.Fixed && envelopeCluster == "" && s.Cluster == "":
 		return "", noClusterReason
+	case s.Fixed || envelopeCluster == "":
+		return s.Cluster, ""
 	case !ValidName(envelopeCluster):
 		return "", fmt.Sprintf("the envelope names cluster %s, which is not a valid cluster name (%s); pass --cluster NAME",
 			quoteShort(envelopeCluster), NameRule)

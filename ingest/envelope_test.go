@@ -460,3 +460,24 @@ func TestImportJSONArray(t *testing.T) {
 		t.Fatalf("truncated array: %v", err)
 	}
 }
+
+func TestLineSourceClusterFor(t *testing.T) {
+	for _, c := range []struct {
+		src               LineSource
+		envelope, cluster string
+	}{
+		{LineSource{Cluster: "a", Fixed: true}, "b", "a"},
+		{LineSource{Cluster: "a", Fixed: true}, "", "a"},
+		{LineSource{Fixed: true}, "b", ""},
+		{LineSource{Cluster: "a"}, "b", "b"},
+		{LineSource{Cluster: "a"}, "", "a"},
+		{LineSource{}, "b", "b"},
+		{LineSource{}, "", ""},
+		{LineSource{Cluster: "a"}, "b/c", ""},
+	} {
+		got, reason := c.src.clusterFor(c.envelope)
+		if got != c.cluster || (got == "") != (reason != "") {
+			t.Errorf("%+v for %q: %q %q, want %q", c.src, c.envelope, got, reason, c.cluster)
+		}
+	}
+}

@@ -71,15 +71,17 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		bar.finish()
 	}
 	printImportSummary(stdout, stats)
-	if err == nil && stats.NoCluster > 0 && *cluster == "" {
-		err = fmt.Errorf("%w: %d lines or records name no cluster: pass --cluster NAME (required for the apiserver's own log format)", errUsage, stats.NoCluster)
-	}
 	if err == nil && st != nil && !*noDetect && stats.Events > 0 {
 		// The detectors over what was imported (clusters and span).
 		res, derr := detectOnce(ctx, st, detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond),
 			Clusters: stats.Clusters}, nil, log)
 		printFindingsSummary(stdout, res, derr)
 		err = derr
+	}
+	if err == nil && stats.NoCluster > 0 {
+		// What else was imported is stored and scanned; these lines wait
+		// for a cluster name.
+		err = fmt.Errorf("%w: %d lines or records name no cluster: pass --cluster NAME (required for the apiserver's own log format)", errUsage, stats.NoCluster)
 	}
 	return err
 }
