@@ -44,7 +44,7 @@ const (
 // ErrNoCluster is wrapped by the errors of DecodeImportLine when a line
 // holds audit events but neither its envelope nor the LineSource names
 // their cluster.
-var ErrNoCluster = errors.New("no cluster name: the line's envelope names none; pass --cluster NAME")
+var ErrNoCluster = errors.New("no cluster name: nothing in the line names its cluster; pass --cluster NAME")
 
 // noClusterReason is the Reason of a Reject for an envelope record that
 // names no cluster when the LineSource has none either.
