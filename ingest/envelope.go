@@ -117,9 +117,10 @@ func (s LineSource) apiserverFor(envelopeAPIServer string) string {
 // Records of an envelope that carry no audit event (another AKS category,
 // another EKS log stream, a CloudWatch CONTROL_MESSAGE, a Cloud Logging
 // entry of another service) are counted in b.Skipped. A malformed record
-// or event is a Reject in b, the rest of the line is kept; an error
-// (wrapping ErrNotAudit or ErrNoCluster) means the line as a whole is
-// neither and nothing was appended.
+// or event is a Reject in b, the rest of the line is kept. An error means
+// that nothing was appended: it wraps ErrNotAudit when the line is audit
+// JSON in none of the formats, ErrNoCluster when it is but nothing names
+// its cluster.
 func DecodeImportLine(src LineSource, line []byte, b *Batch) (kind string, err error) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
@@ -150,7 +151,7 @@ func decodeAudit(src LineSource, line []byte, b *Batch) error {
 		if err := decodeDocument("-", line, &probe); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w", ErrNoCluster)
+		return ErrNoCluster
 	}
 	rows := len(b.Rows)
 	if err := decodeDocument(cluster, line, b); err != nil {
