@@ -208,10 +208,10 @@ type cloudProbe struct {
 	Properties *aksProperties     `json:"properties"`
 	Records    *[]json.RawMessage `json:"records"`
 	// CloudWatch Logs subscription payload, Lambda event, log event.
-	MessageType string             `json:"messageType"`
-	LogGroup    string             `json:"logGroup"`
-	LogStream   string             `json:"logStream"`
-	LogEvents   *[]json.RawMessage `json:"logEvents"`
+	MessageType string        `json:"messageType"`
+	LogGroup    string        `json:"logGroup"`
+	LogStream   string        `json:"logStream"`
+	LogEvents   *[]cwLogEvent `json:"logEvents"`
 	AWSLogs     *struct {
 		Data string `json:"data"`
 	} `json:"awslogs"`
@@ -220,6 +220,17 @@ type cloudProbe struct {
 	LogStreamName string  `json:"logStreamName"`
 	// Cloud Logging entry.
 	ProtoPayload present `json:"protoPayload"`
+}
+
+// cwLogEvent is the part of a CloudWatch log event that is read.
+type cwLogEvent struct {
+	Message string `json:"message"`
+}
+
+// rawLogEvents is cloudProbe's logEvents for the rare payload whose log
+// events do not all decode as cwLogEvent: each is then read on its own.
+type rawLogEvents struct {
+	LogEvents []json.RawMessage `json:"logEvents"`
 }
 
 // aksProperties is the part of an AKS diagnostic record's properties that
@@ -236,7 +247,20 @@ const maxNested = 2
 // object decodes a JSON object line: an envelope, or audit JSON.
 func (d *envDecoder) object(line []byte, depth int) (string, error) {
 	var p cloudProbe
-	if err := unmarshal(line, &p); err != nil {
+	err := unmarshal(line, &p)
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && strings.HasPrefix(te.Field, "logEvents") {
+		// A malformed log event: decode the others one by one.
+		p = cloudProbe{}
+		var raw rawLogEvents
+		if unmarshal(line, &raw) == nil {
+			err = d.rawCloudWatch(line, raw.LogEvents)
+			if err == nil {
+				return KindEKSCloudWatch, nil
+			}
+		}
+	}
+	if err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) && depth < maxNested {
 			// Firehose concatenates gzipped subscription payloads into one
@@ -378,11 +402,31 @@ func (d *envDecoder) cloudWatch(p *cloudProbe) {
 		return
 	}
 	cluster := eksCluster(p.LogGroup)
-	for i, raw := range *p.LogEvents {
-		var le struct {
-			Message string `json:"message"`
-		}
-		where := fmt.Sprintf("logEvents[%d].message", i)
+	for i, le := range *p.LogEvents {
+		d.wrapped(i, fmt.Sprintf("logEvents[%d].message", i), le.Message, cluster, p.LogStream)
+	}
+}
+
+// rawCloudWatch decodes a subscription payload whose log events did not
+// all decode: the payload's other fields again, then each event on its own.
+func (d *envDecoder) rawCloudWatch(line []byte, events []json.RawMessage) error {
+	var p cloudProbe
+	var head struct {
+		MessageType string `json:"messageType"`
+		LogGroup    string `json:"logGroup"`
+		LogStream   string `json:"logStream"`
+	}
+	if err := unmarshal(line, &head); err != nil {
+		return err
+	}
+	p.MessageType, p.LogGroup, p.LogStream = head.MessageType, head.LogGroup, head.LogStream
+	if p.MessageType == "CONTROL_MESSAGE" || !isAuditStream(p.LogStream) {
+		d.b.Skipped++
+		return nil
+	}
+	cluster := eksCluster(p.LogGroup)
+	for i, raw := range events {
+		var le cwLogEvent
 		if err := unmarshal(raw, &le); err != nil {
 			reason := "invalid JSON: " + err.Error()
 			var te *json.UnmarshalTypeError
@@ -392,8 +436,9 @@ func (d *envDecoder) cloudWatch(p *cloudProbe) {
 			d.b.Rejects = append(d.b.Rejects, Reject{Index: i, Reason: fmt.Sprintf("logEvents[%d]: %s", i, reason)})
 			continue
 		}
-		d.wrapped(i, where, le.Message, cluster, p.LogStream)
+		d.wrapped(i, fmt.Sprintf("logEvents[%d].message", i), le.Message, cluster, p.LogStream)
 	}
+	return nil
 }
 
 // isAuditStream reports whether an EKS log stream holds the audit log

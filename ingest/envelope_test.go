@@ -117,6 +117,12 @@ func TestDecodeImportLine(t *testing.T) {
 
 		{"cloudwatch payload", fromEnvelope, cwLine("DATA_MESSAGE", "/aws/eks/prod-eks/cluster", "kube-apiserver-audit-0a1b", envEvent, "not json", envWatch),
 			want{kind: KindEKSCloudWatch, rows: 2, rejects: []string{"logEvents[1].message holds no audit event"}, cluster: "prod-eks", apiserver: "kube-apiserver-audit-0a1b"}},
+		{"cloudwatch payload, malformed log event", fromEnvelope, strings.Replace(
+			cwLine("DATA_MESSAGE", "/aws/eks/prod-eks/cluster", "kube-apiserver-audit-0a1b", envEvent, "x", envWatch), `"message":"x"`, `"message":5`, 1),
+			want{kind: KindEKSCloudWatch, rows: 2, rejects: []string{`logEvents[1]: field "message" is a JSON number`}, cluster: "prod-eks", apiserver: "kube-apiserver-audit-0a1b"}},
+		{"cloudwatch control message, malformed log event", fromEnvelope, strings.Replace(
+			cwLine("CONTROL_MESSAGE", "", "", "x"), `"message":"x"`, `"message":5`, 1),
+			want{kind: KindEKSCloudWatch, skipped: 1}},
 		{"cloudwatch payload, other log group", noCluster, cwLine("DATA_MESSAGE", "/aws/lambda/x", "kube-apiserver-audit-0a1b", envEvent),
 			want{kind: KindEKSCloudWatch, rejects: []string{noClusterReason}}},
 		{"cloudwatch payload, --cluster", fixed, cwLine("DATA_MESSAGE", "/aws/eks/prod-eks/cluster", "kube-apiserver-audit-0a1b", envEvent),
