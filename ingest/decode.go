@@ -33,6 +33,9 @@ var ErrMalformedEvent = errors.New("malformed audit event")
 type Batch struct {
 	Rows    []store.Row
 	Rejects []Reject
+	// Skipped counts the records of cloud envelopes that carry no audit
+	// event (DecodeImportLine); the apiserver's own formats have none.
+	Skipped int
 }
 
 // Reject is one malformed event of an otherwise good input.

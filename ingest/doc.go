@@ -10,7 +10,10 @@
 //     receiver must answer fast and never push back.
 //   - Import: audit log files written by the log backend, one Event per line
 //     (EventList lines captured from a webhook are accepted too), plain or
-//     gzipped.
+//     gzipped, or the exports of managed control planes' audit logs, each
+//     line in its cloud provider's envelope (envelope.go: AKS diagnostic
+//     records, EKS CloudWatch Logs payloads and exports; envelope_gke.go:
+//     GKE Cloud Logging entries, translated into events).
 //
 // Events do not say who sent them: a Source (source.go) names the cluster
 // and, on an HA control plane, which of its apiservers, from the URL path,
@@ -42,7 +45,10 @@
 //     large batches and then checkpoints the spool.
 //   - Store is package store: the embedded engine or a ClickHouse server.
 //
-// Import (importer.go) skips the spool: it decodes lines with DecodeLine and
+// Import (importer.go) skips the spool: it decodes lines with
+// DecodeImportLine, which tells the envelope of each line by cheap checks
+// (a line the apiserver wrote goes straight to DecodeLine's decoder) and
+// takes the cluster from the envelope unless the importer fixes it, and
 // hands rows to the same Writer, so re-importing a file stores nothing twice.
 //
 // Decoding uses github.com/goccy/go-json into purpose-built structs, several

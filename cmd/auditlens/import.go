@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
@@ -13,11 +15,11 @@ import (
 )
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("import", "--store URL --cluster NAME [--apiserver NAME] [flags] FILE|DIR...", stderr)
+	fs := newFlagSet("import", "--store URL [--cluster NAME] [--apiserver NAME] [flags] FILE|DIR|-...", stderr)
 	var sf storeFlags
 	sf.register(fs, "chdb://./data/clickhouse")
-	cluster := fs.String("cluster", "", "cluster name to tag the events with (required)")
-	apiserver := fs.String("apiserver", "", "name of the kube-apiserver that wrote the files, on a control plane that runs several (each writes its own log)")
+	cluster := fs.String("cluster", "", "cluster name to tag the events with; overrides the one a cloud envelope names (AKS resourceId, EKS logGroup, GKE cluster_name). Required for the apiserver's own log format")
+	apiserver := fs.String("apiserver", "", "name of the kube-apiserver that wrote the files, on a control plane that runs several (each writes its own log); overrides the one a cloud envelope names (AKS pod, EKS logStream)")
 	batch := fs.Int("batch-rows", 50000, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -26,20 +28,24 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *cluster == "" {
-		return fmt.Errorf("%w: --cluster is required", errUsage)
+	if *cluster != "" && !ingest.ValidName(*cluster) {
+		return fmt.Errorf("%w: --cluster %q must be %s", errUsage, *cluster, ingest.NameRule)
 	}
 	if *apiserver != "" && !ingest.ValidName(*apiserver) {
 		return fmt.Errorf("%w: --apiserver %q must be %s", errUsage, *apiserver, ingest.NameRule)
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name at least one audit log file or directory", errUsage)
+		return fmt.Errorf("%w: name at least one audit log file or directory (- for standard input)", errUsage)
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
 	}
 	files, err := ingest.ExpandPaths(fs.Args())
+	if err != nil {
+		return err
+	}
+	stdin, err := stdinFor(files)
 	if err != nil {
 		return err
 	}
@@ -54,7 +60,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		w = ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batch, Logger: log})
 	}
 
-	cfg := ingest.ImportConfig{Cluster: *cluster, APIServer: *apiserver, BatchRows: *batch}
+	cfg := ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: *cluster == "", APIServer: *apiserver, BatchRows: *batch, Stdin: stdin}
 	var bar *progressBar
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		bar = &progressBar{w: stderr}
@@ -66,19 +72,50 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	printImportSummary(stdout, stats)
 	if err == nil && st != nil && !*noDetect && stats.Events > 0 {
-		// The detectors over what was imported (cluster and span).
+		// The detectors over what was imported (clusters and span).
 		res, derr := detectOnce(ctx, st, detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond),
-			Clusters: []string{*cluster}}, nil, log)
+			Clusters: stats.Clusters}, nil, log)
 		printFindingsSummary(stdout, res, derr)
 		err = derr
 	}
+	if err == nil && stats.NoCluster > 0 {
+		// What else was imported is stored and scanned; these lines wait
+		// for a cluster name.
+		err = fmt.Errorf("%w: %d lines or records name no cluster: pass --cluster NAME (required for the apiserver's own log format)", errUsage, stats.NoCluster)
+	}
 	return err
+}
+
+// stdinFor takes standard input away from the embedded engine (takeStdin)
+// when one of the files to import is "-", before the store is opened.
+func stdinFor(files []string) (io.Reader, error) {
+	for _, f := range files {
+		if f == ingest.Stdin {
+			return takeStdin()
+		}
+	}
+	return nil, nil
 }
 
 func printImportSummary(w io.Writer, s ingest.ImportStats) {
 	fmt.Fprintf(w, "imported %d files (%s): %d events, %d stored, %d duplicates, %d rejected in %s (%.0f events/s)\n",
 		s.Files, humanBytes(s.Bytes), s.Events, s.Stored, s.Duplicates, s.Rejected,
 		s.Elapsed.Round(time.Millisecond), s.EventsPerSecond())
+	if len(s.Kinds) > 0 {
+		kinds := make([]string, 0, len(s.Kinds))
+		for k := range s.Kinds {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		parts := make([]string, len(kinds))
+		for i, k := range kinds {
+			parts[i] = fmt.Sprintf("%s %d", k, s.Kinds[k])
+		}
+		fmt.Fprintf(w, "events by format: %s; clusters: %s\n", strings.Join(parts, ", "), strings.Join(s.Clusters, ", "))
+	}
+	if s.Skipped > 0 {
+		fmt.Fprintf(w, "skipped %d envelope records that hold no audit event (other log categories or streams, control messages)\n", s.Skipped)
+	}
 	if !s.First.IsZero() {
 		fmt.Fprintf(w, "events span %s to %s\n", s.First.Format(time.RFC3339), s.Last.Format(time.RFC3339))
 	}

@@ -27,7 +27,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "receive audit webhooks, store events, serve the API", runServe},
-	{"import", "load audit log files (plain, .gz, directories) into the store", runImport},
+	{"import", "load audit log files (plain, .gz, directories, stdin; AKS, EKS and GKE exports) into the store", runImport},
 	{"query", "print stored events matching filters, optionally through jq", runQuery},
 	{"detect", "run the detectors over stored events and print their findings", runDetect},
 	{"report", "build a report of findings, volume, top talkers and feed health over a window", runReport},

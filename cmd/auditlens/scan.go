@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,9 +19,9 @@ import (
 // the whole span and prints the findings. Exit status 1 when a finding is
 // a warning or worse, 0 when clean.
 func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("scan", "[--format text|json|markdown] FILE|DIR...", stderr)
+	fs := newFlagSet("scan", "[--format text|json|markdown] FILE|DIR|-...", stderr)
 	format := fs.String("format", "text", "output: text, json (an array of findings) or markdown")
-	cluster := fs.String("cluster", "scan", "cluster name the findings carry")
+	cluster := fs.String("cluster", "scan", "cluster name the findings carry; set, it overrides the one a cloud envelope names (AKS resourceId, EKS logGroup, GKE cluster_name)")
 	chdbLib := fs.String("chdb-lib", "", "path to libchdb.so (default: $CHDB_LIB_PATH, the cache filled by 'make chdb', /usr/local/lib)")
 	tmp := fs.String("tmp", "", "directory for the throwaway store (default: the system's temporary directory)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
@@ -28,8 +29,13 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() == 0 {
-		return fmt.Errorf("%w: name at least one audit log file or directory", errUsage)
+		return fmt.Errorf("%w: name at least one audit log file or directory (- for standard input)", errUsage)
 	}
+	if !ingest.ValidName(*cluster) {
+		return fmt.Errorf("%w: --cluster %q must be %s", errUsage, *cluster, ingest.NameRule)
+	}
+	clusterSet := false
+	fs.Visit(func(f *flag.Flag) { clusterSet = clusterSet || f.Name == "cluster" })
 	if err := checkFormat(*format); err != nil {
 		return err
 	}
@@ -38,6 +44,10 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	files, err := ingest.ExpandPaths(fs.Args())
+	if err != nil {
+		return err
+	}
+	stdin, err := stdinFor(files)
 	if err != nil {
 		return err
 	}
@@ -55,7 +65,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the schema: %w", err)
 	}
 
-	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{Logger: log}), files, ingest.ImportConfig{Cluster: *cluster})
+	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{Logger: log}), files, ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
 	// The summary goes to stderr: stdout holds only the findings.
 	printImportSummary(stderr, stats)
 	if err != nil {
@@ -65,7 +75,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w in %d files: nothing to scan", errNoEvents, stats.Files)
 	}
 	start := time.Now()
-	w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: []string{*cluster}}
+	w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: stats.Clusters}
 	res, err := detectOnce(ctx, st, w, nil, log)
 	if err != nil {
 		return err
