@@ -162,10 +162,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	var ready atomic.Bool
+	// The OTLP logs receiver authenticates as the webhook does, with the
+	// same tokens and limits.
+	receiverCfg := ingest.WebhookConfig{
+		MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
+	}
 	handler := web.NewRouter(web.Config{
-		Webhook: ingest.NewWebhook(sp, ingest.WebhookConfig{
-			MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
-		}),
+		Webhook:         ingest.NewWebhook(sp, receiverCfg),
+		OTLPLogs:        ingest.NewOTLPLogs(sp, receiverCfg),
 		Store:           st,
 		Findings:        detect.NewRepository(st, nil),
 		Reports:         report.NewRepository(st),
@@ -199,8 +203,11 @@ Point a kube-apiserver at it with these flags:
 each apiserver its own kubeconfig with /audit/my-cluster/APISERVER, or
 use auditlens webhook-config --cluster NAME --apiserver NAME)
 
+An OpenTelemetry Collector ships the apiserver's --audit-log-path with its
+otlphttp exporter to %s/otlp/my-cluster/v1/logs (deploy/otelcol/config.yaml).
+
 Events: %s/api/v1/events?since=15m    Metrics: %s/metrics
-`, version, base, st.Kind(), kcPath, kubeconfig, base, base)
+`, version, base, st.Kind(), kcPath, kubeconfig, base, base, base)
 
 	var runErr error
 	select {
