@@ -328,4 +328,3 @@ func FuzzOTLPLogs(f *testing.F) {
 		}
 	})
 }
-
