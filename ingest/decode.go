@@ -134,6 +134,29 @@ type envelope struct {
 
 // decodeDocument decodes a body or a line into b.
 func decodeDocument(cluster string, data []byte, b *Batch) error {
+	return decodeDocumentInto(cluster, data, b, nil)
+}
+
+// decodeDocumentInto is decodeDocument for callers that decode many small
+// documents: ev, when not nil, is scratch space reused across calls. The
+// rows of an Event document own a copy of data, as with decodeDocument;
+// see decodeOwnedEvent for input that needs none.
+func decodeDocumentInto(cluster string, data []byte, b *Batch, ev *event) error {
+	return decodeDoc(cluster, data, b, ev, false)
+}
+
+// decodeOwnedEvent is decodeDocumentInto for data that the caller hands
+// over: never written, by anyone, while the rows live (the bytes of an
+// immutable string, say). An Event's row keeps data itself as Raw instead
+// of a copy.
+func decodeOwnedEvent(cluster string, data []byte, b *Batch, ev *event) error {
+	return decodeDoc(cluster, data, b, ev, true)
+}
+
+func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) error {
+	if ev == nil {
+		ev = new(event)
+	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %s, got an empty document", ErrNotAudit, expected)
@@ -184,7 +207,6 @@ func decodeDocument(cluster string, data []byte, b *Batch) error {
 		if cap(b.Rows)-len(b.Rows) < len(items) {
 			b.Rows = append(make([]store.Row, 0, len(b.Rows)+len(items)), b.Rows...)
 		}
-		ev := new(event)
 		for i, item := range items {
 			// item is a copy of the input made by json.RawMessage: it becomes
 			// Row.Raw, without spare capacity that an append could write to.
@@ -192,7 +214,10 @@ func decodeDocument(cluster string, data []byte, b *Batch) error {
 		}
 		return nil
 	case isEvent:
-		decodeItem(cluster, 0, bytes.Clone(data), new(event), b)
+		if !owned {
+			data = bytes.Clone(data)
+		}
+		decodeItem(cluster, 0, data[:len(data):len(data)], ev, b)
 		return nil
 	case env.Kind == "" && env.APIVersion == "":
 		return fmt.Errorf("%w: %s, got an object with none of kind, apiVersion, items or auditID", ErrNotAudit, expected)

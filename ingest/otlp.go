@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -281,6 +282,7 @@ func (h *OTLPLogs) decode(sender Source, logs plog.Logs) ([]otlpGroup, otlpResul
 	var groups []otlpGroup
 	index := map[Source]int{}
 	var batch Batch
+	ev := new(event)
 	rls := logs.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -297,10 +299,10 @@ func (h *OTLPLogs) decode(sender Source, logs plog.Logs) ([]otlpGroup, otlpResul
 				}
 				continue
 			}
-			batch.Rows = batch.Rows[:0]
+			batch.Rows = slices.Grow(batch.Rows[:0], recs.Len())
 			for k := 0; k < recs.Len(); k++ {
 				nRows, nRejects := len(batch.Rows), len(batch.Rejects)
-				reason, why := decodeRecord(src.Cluster, recs.At(k).Body(), &batch)
+				reason, why := decodeRecord(src.Cluster, recs.At(k).Body(), &batch, ev)
 				if reason == "" && len(batch.Rejects) > nRejects {
 					reason, why = rejectMalformed, batch.Rejects[nRejects].Reason
 				}
@@ -362,7 +364,9 @@ func resourceSource(sender Source, attrs pcommon.Map) (Source, string, error) {
 // decodeRecord decodes the audit event a record's body holds into b. It
 // returns a reason and a message when the record is not an audit event;
 // a malformed event is a Reject in b, as in a webhook batch.
-func decodeRecord(cluster string, body pcommon.Value, b *Batch) (reason, why string) {
+//
+// ev is scratch space for the decoder, reused across records.
+func decodeRecord(cluster string, body pcommon.Value, b *Batch, ev *event) (reason, why string) {
 	var text string
 	switch body.Type() {
 	case pcommon.ValueTypeStr:
@@ -372,10 +376,9 @@ func decodeRecord(cluster string, body pcommon.Value, b *Batch) (reason, why str
 	default:
 		return rejectBodyType, fmt.Sprintf("body is a %s; want a string (the event's JSON line) or a map (the event)", body.Type())
 	}
-	// The decoder only reads its input and copies what a row keeps
-	// (decodeDocument), so the string's bytes need no copy of their own.
+	// A string is immutable: its bytes can be the row's Raw as they are.
 	data := unsafe.Slice(unsafe.StringData(text), len(text))
-	if err := decodeDocument(cluster, data, b); err != nil {
+	if err := decodeOwnedEvent(cluster, data, b, ev); err != nil {
 		return rejectNotAudit, err.Error()
 	}
 	return "", ""
