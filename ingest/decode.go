@@ -134,25 +134,20 @@ type envelope struct {
 
 // decodeDocument decodes a body or a line into b.
 func decodeDocument(cluster string, data []byte, b *Batch) error {
-	return decodeDocumentInto(cluster, data, b, nil)
+	return decodeDoc(cluster, data, b, nil, false)
 }
 
-// decodeDocumentInto is decodeDocument for callers that decode many small
-// documents: ev, when not nil, is scratch space reused across calls. The
-// rows of an Event document own a copy of data, as with decodeDocument;
-// see decodeOwnedEvent for input that needs none.
-func decodeDocumentInto(cluster string, data []byte, b *Batch, ev *event) error {
-	return decodeDoc(cluster, data, b, ev, false)
-}
-
-// decodeOwnedEvent is decodeDocumentInto for data that the caller hands
-// over: never written, by anyone, while the rows live (the bytes of an
-// immutable string, say). An Event's row keeps data itself as Raw instead
-// of a copy.
+// decodeOwnedEvent is decodeDocument for callers that decode many small
+// documents they hand over: data is never written, by anyone, while the
+// rows live (the bytes of an immutable string, say), so an Event's row
+// keeps data itself as Raw instead of a copy. ev is scratch space reused
+// across calls.
 func decodeOwnedEvent(cluster string, data []byte, b *Batch, ev *event) error {
 	return decodeDoc(cluster, data, b, ev, true)
 }
 
+// decodeDoc decodes a document into b, with ev as scratch space (a new
+// one when nil). owned says whether an Event's row may keep data as Raw.
 func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) error {
 	if ev == nil {
 		ev = new(event)

@@ -34,7 +34,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tlsCert       = fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
 		tlsKey        = fs.String("tls-key", "", "private key for --tls-cert (PEM)")
 		clientCA      = fs.String("client-ca", "", "require client certificates signed by this CA (PEM) on every request")
-		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook body accepted; larger gets 413")
+		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook or OTLP body accepted (after gzip); larger gets 413")
 		defCluster    = fs.String("default-cluster", "default", "cluster name for events posted to /audit without one")
 		queryTimeout  = fs.Duration("query-timeout", 60*time.Second, "longest an API query may run")
 		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs, "")
 	var df detectFlags
 	df.register(fs)
-	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
+	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
 	fs.Var(&apiTokens, "api-token", "bearer token required by the read API (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
