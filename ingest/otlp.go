@@ -120,12 +120,12 @@ func (h *OTLPLogs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *OTLPLogs) serve(r *http.Request) (otlpEncoding, otlpResult, error) {
 	var res otlpResult
+	if r.Method != http.MethodPost {
+		return otlpJSON, res, errorf(http.StatusMethodNotAllowed, "the OTLP logs receiver accepts POST, not %s", r.Method)
+	}
 	enc, err := requestEncoding(r)
 	if err != nil {
 		return enc, res, err
-	}
-	if r.Method != http.MethodPost {
-		return enc, res, errorf(http.StatusMethodNotAllowed, "the OTLP logs receiver accepts POST, not %s", r.Method)
 	}
 	path, err := otlpPathSource(r.URL.Path)
 	if err != nil {
@@ -147,10 +147,10 @@ func (h *OTLPLogs) serve(r *http.Request) (otlpEncoding, otlpResult, error) {
 	if err != nil {
 		return enc, res, err
 	}
+	if res.accepted == 0 && res.rejected > 0 {
+		return enc, res, errorf(http.StatusBadRequest, "no log record was an audit event: %s", res.message)
+	}
 	if len(groups) == 0 {
-		if res.rejected > 0 {
-			return enc, res, errorf(http.StatusBadRequest, "no log record was an audit event: %s", res.message)
-		}
 		return enc, res, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.cfg.AppendTimeout)
@@ -247,7 +247,7 @@ func (t *rejectTally) add(reason, cluster, why string) {
 	if cluster != "" {
 		t.h.cfg.Metrics.Rejected.WithLabelValues(cluster).Inc()
 	}
-	if len(t.reasons) < maxReasonsShown {
+	if len(t.reasons) < maxReasonsShown && (len(t.reasons) == 0 || t.reasons[len(t.reasons)-1] != why) {
 		t.reasons = append(t.reasons, why)
 	}
 }
@@ -256,7 +256,11 @@ func (t *rejectTally) message() string {
 	if t.n == 0 {
 		return ""
 	}
-	s := fmt.Sprintf("%d log records are not audit events: %s", t.n, strings.Join(t.reasons, "; "))
+	s := fmt.Sprintf("%d log records are not audit events: ", t.n)
+	if t.n == 1 {
+		s = "1 log record is not an audit event: "
+	}
+	s += strings.Join(t.reasons, "; ")
 	if t.n > len(t.reasons) {
 		s += "; …"
 	}

@@ -278,7 +278,6 @@ func TestOTLPLogsStoresTheLine(t *testing.T) {
 
 func TestOTLPLogsRejectsGET(t *testing.T) {
 	req := httptest.NewRequest("GET", "/v1/logs", nil)
-	req.Header.Set("Content-Type", "application/json")
 	rec := httptest.NewRecorder()
 	NewOTLPLogs(&memAppender{}, WebhookConfig{}).ServeHTTP(rec, req)
 	if rec.Code != http.StatusMethodNotAllowed {
