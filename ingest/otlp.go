@@ -20,16 +20,15 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// The resource attributes the OTLP receiver reads. A resource names its
-// cluster with ClusterAttribute unless the request's token, client
-// certificate or URL path already did; its apiserver with the first of
-// APIServerAttributes whose value is a valid name, unless the request
-// named one.
+// ClusterAttribute is the resource attribute that names the cluster of a
+// resource's log records, unless the request's token, client certificate
+// or URL path already did (then it may only repeat that cluster).
 const ClusterAttribute = "k8s.cluster.name"
 
-// APIServerAttributes name the apiserver of a resource, first match wins:
-// an apiserver running as a static pod is "kube-apiserver-<node>" in
-// k8s.pod.name; a collector's resourcedetection processor sets host.name.
+// APIServerAttributes name the apiserver of a resource's records unless the
+// request did: the first whose value is a valid name wins. An apiserver
+// running as a static pod is "kube-apiserver-<node>" in k8s.pod.name; a
+// collector's resourcedetection processor sets host.name.
 var APIServerAttributes = []string{"k8s.pod.name", "host.name"}
 
 // otlpPaths describes the paths the OTLP receiver serves, for errors.
