@@ -79,10 +79,17 @@ func TestOTelCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dropped, err := apiserverDrops(c.apiserver.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
 	missed := 0
 	for k := range otel {
 		if webhook[k] == 0 {
 			missed++
+			if dropped[k] == 0 {
+				t.Errorf("%s/%s came by OTLP only, and the apiserver does not say it dropped it from its webhook", k.auditID, k.stage)
+			}
 		}
 	}
 	for k := range webhook {
