@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // collectorConfig is the collector configuration the README shows for
@@ -251,4 +254,36 @@ func (r *receiver) metrics() (metricValues, error) {
 		}
 	}
 	return m, sc.Err()
+}
+
+// TestCollectorConfigInREADME: the configuration the README shows for
+// self-managed control planes is deploy/otelcol/config.yaml, the file
+// TestOTelCollector runs, less its comments. Runs with -short.
+func TestCollectorConfigInREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "### Self-managed control planes")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	block, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README.md has no yaml block under ### Self-managed control planes")
+	}
+	file, err := os.ReadFile(collectorConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inREADME, inFile any
+	if err := yaml.Unmarshal([]byte(block), &inREADME); err != nil {
+		t.Fatalf("README's collector configuration: %v", err)
+	}
+	if err := yaml.Unmarshal(file, &inFile); err != nil {
+		t.Fatalf("%s: %v", collectorConfig, err)
+	}
+	if !reflect.DeepEqual(inREADME, inFile) {
+		got, _ := yaml.Marshal(inREADME)
+		want, _ := yaml.Marshal(inFile)
+		t.Errorf("README's collector configuration differs from %s:\nREADME:\n%s\nfile:\n%s", collectorConfig, got, want)
+	}
 }
