@@ -137,6 +137,24 @@ type envelope struct {
 
 // decodeDocument decodes a body or a line into b.
 func decodeDocument(cluster string, data []byte, b *Batch) error {
+	return decodeDoc(cluster, data, b, nil, false)
+}
+
+// decodeOwnedEvent is decodeDocument for callers that decode many small
+// documents they hand over: data is never written, by anyone, while the
+// rows live (the bytes of an immutable string, say), so an Event's row
+// keeps data itself as Raw instead of a copy. ev is scratch space reused
+// across calls.
+func decodeOwnedEvent(cluster string, data []byte, b *Batch, ev *event) error {
+	return decodeDoc(cluster, data, b, ev, true)
+}
+
+// decodeDoc decodes a document into b, with ev as scratch space (a new
+// one when nil). owned says whether an Event's row may keep data as Raw.
+func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) error {
+	if ev == nil {
+		ev = new(event)
+	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return fmt.Errorf("%w: %s, got an empty document", ErrNotAudit, expected)
@@ -187,7 +205,6 @@ func decodeDocument(cluster string, data []byte, b *Batch) error {
 		if cap(b.Rows)-len(b.Rows) < len(items) {
 			b.Rows = append(make([]store.Row, 0, len(b.Rows)+len(items)), b.Rows...)
 		}
-		ev := new(event)
 		for i, item := range items {
 			// item is a copy of the input made by json.RawMessage: it becomes
 			// Row.Raw, without spare capacity that an append could write to.
@@ -195,7 +212,10 @@ func decodeDocument(cluster string, data []byte, b *Batch) error {
 		}
 		return nil
 	case isEvent:
-		decodeItem(cluster, 0, bytes.Clone(data), new(event), b)
+		if !owned {
+			data = bytes.Clone(data)
+		}
+		decodeItem(cluster, 0, data[:len(data):len(data)], ev, b)
 		return nil
 	case env.Kind == "" && env.APIVersion == "":
 		return fmt.Errorf("%w: %s, got an object with none of kind, apiVersion, items or auditID", ErrNotAudit, expected)

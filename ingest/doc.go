@@ -8,6 +8,12 @@
 //     /audit/{cluster}/{apiserver}. The apiserver retries any non-2xx
 //     answer or timeout and drops events when its buffer fills, so the
 //     receiver must answer fast and never push back.
+//   - OTLP (otlp.go): an OpenTelemetry Collector that tails the log
+//     backend's file POSTs OTLP/HTTP logs to /v1/logs (or
+//     /otlp/{cluster}[/{apiserver}]/v1/logs), each record's body one event,
+//     a string or a map. It shares the webhook's authentication (identify),
+//     body reader and spool; a record that is not an event is counted in
+//     the answer's partial_success.
 //   - Import: audit log files written by the log backend, one Event per line
 //     (EventList lines captured from a webhook are accepted too), plain or
 //     gzipped, or the exports of managed control planes' audit logs, each

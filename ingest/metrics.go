@@ -18,6 +18,8 @@ type Metrics struct {
 	BatchSeconds prometheus.Histogram
 	BatchRows    prometheus.Histogram
 	SpoolSeconds prometheus.Histogram
+	OTLPRequests *prometheus.CounterVec // OTLP logs requests by HTTP status code
+	OTLPRejected *prometheus.CounterVec // OTLP log records rejected, by reason
 
 	spoolPtr atomic.Pointer[Spool]
 }
@@ -55,10 +57,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "auditlens_spool_append_seconds", Help: "Time for a webhook batch to become durable in the spool.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
+		OTLPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "auditlens_otlp_requests_total", Help: "OTLP logs requests (POST /v1/logs) by HTTP status code.",
+		}, []string{"code"}),
+		OTLPRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "auditlens_otlp_log_records_rejected_total",
+			Help: "OTLP log records rejected, by reason: no_cluster, body_type (neither a string nor a map), not_audit, malformed_event.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.Received, m.Rejected, m.Stored, m.Duplicates, m.StoreErrors,
-			m.BatchSeconds, m.BatchRows, m.SpoolSeconds,
+			m.BatchSeconds, m.BatchRows, m.SpoolSeconds, m.OTLPRequests, m.OTLPRejected,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "auditlens_spool_bytes", Help: "Bytes in spool segments not yet deleted.",
 			}, func() float64 { return float64(m.spoolStats().Bytes) }),

@@ -56,6 +56,11 @@ type Appender interface {
 
 // NewWebhook returns a handler that spools into sp.
 func NewWebhook(sp Appender, cfg WebhookConfig) *Webhook {
+	cfg.setDefaults()
+	return &Webhook{sp: sp, cfg: cfg}
+}
+
+func (cfg *WebhookConfig) setDefaults() {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 64 << 20
 	}
@@ -71,7 +76,6 @@ func NewWebhook(sp Appender, cfg WebhookConfig) *Webhook {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Webhook{sp: sp, cfg: cfg}
 }
 
 // WebhookResponse is the body of every webhook answer.
@@ -128,7 +132,7 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 		return resp, err
 	}
 	cluster := src.Cluster
-	body, err := h.readBody(r)
+	body, err := readBody(r, h.cfg.MaxBodyBytes, "lower --audit-webhook-batch-max-size on the apiserver or raise --max-body-bytes")
 	if err != nil {
 		return resp, err
 	}
@@ -165,8 +169,11 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 	return resp, nil
 }
 
-func (h *Webhook) readBody(r *http.Request) ([]byte, error) {
-	var rd io.Reader = http.MaxBytesReader(nil, r.Body, h.cfg.MaxBodyBytes)
+// readBody reads a request body of at most maxBytes, after gzip
+// decompression when it is so encoded. fix says, in a 413, how the sender
+// can stay below the limit.
+func readBody(r *http.Request, maxBytes int64, fix string) ([]byte, error) {
+	var rd io.Reader = http.MaxBytesReader(nil, r.Body, maxBytes)
 	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
 	case "", "identity":
 	case "gzip":
@@ -175,7 +182,7 @@ func (h *Webhook) readBody(r *http.Request) ([]byte, error) {
 			return nil, errorf(http.StatusBadRequest, "reading gzip body: %v", err)
 		}
 		defer zr.Close()
-		rd = io.LimitReader(zr, h.cfg.MaxBodyBytes+1)
+		rd = io.LimitReader(zr, maxBytes+1)
 	default:
 		return nil, errorf(http.StatusUnsupportedMediaType, "unsupported Content-Encoding %q (send identity or gzip)", enc)
 	}
@@ -183,56 +190,84 @@ func (h *Webhook) readBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, errorf(http.StatusRequestEntityTooLarge, "body larger than %d bytes; lower --audit-webhook-batch-max-size on the apiserver or raise --max-body-bytes", h.cfg.MaxBodyBytes)
+			return nil, errorf(http.StatusRequestEntityTooLarge, "body larger than %d bytes; %s", maxBytes, fix)
 		}
 		return nil, errorf(http.StatusBadRequest, "reading body: %v", err)
 	}
-	if int64(len(body)) > h.cfg.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "decompressed body larger than %d bytes", h.cfg.MaxBodyBytes)
+	if int64(len(body)) > maxBytes {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "decompressed body larger than %d bytes; %s", maxBytes, fix)
 	}
 	return body, nil
 }
 
-// source decides who sent the request: the cluster and, when it is said,
-// which of its apiservers.
+// source decides who sent a webhook request: the cluster and, when it is
+// said, which of its apiservers. The URL path is /audit, /audit/{cluster}
+// or /audit/{cluster}/{apiserver}; the rest is identify's.
+func (h *Webhook) source(r *http.Request) (Source, error) {
+	var path Source
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/audit"); ok {
+		var err error
+		if path, err = pathSource(rest, "/audit, /audit/{cluster} or /audit/{cluster}/{apiserver}", r.URL.Path); err != nil {
+			return Source{}, err
+		}
+	}
+	src, err := identify(r, h.cfg.Tokens, path)
+	if err != nil {
+		return Source{}, err
+	}
+	if src.Cluster == "" {
+		src = Source{Cluster: h.cfg.DefaultCluster}
+	}
+	return src, nil
+}
+
+// pathSource reads the cluster and apiserver a URL path names: rest is
+// the path after the receiver's prefix, "", "/{cluster}" or
+// "/{cluster}/{apiserver}" (a trailing slash allowed). want describes the
+// accepted paths for the error.
+func pathSource(rest, want, full string) (Source, error) {
+	var path Source
+	parts := strings.Split(strings.Trim(rest, "/"), "/")
+	switch {
+	case len(parts) > 2:
+		return Source{}, errorf(http.StatusBadRequest, "path %q: want %s", full, want)
+	case parts[0] == "":
+	case !ValidName(parts[0]):
+		return Source{}, errorf(http.StatusBadRequest, "cluster name %q in the path must be %s", parts[0], NameRule)
+	default:
+		path.Cluster = parts[0]
+	}
+	if len(parts) == 2 {
+		if !ValidName(parts[1]) {
+			return Source{}, errorf(http.StatusBadRequest, "apiserver name %q in the path must be %s", parts[1], NameRule)
+		}
+		path.APIServer = parts[1]
+	}
+	return path, nil
+}
+
+// identify decides who sent a request to a receiver (the webhook, the
+// OTLP logs receiver) from its credentials and the Source its URL path
+// names. It returns a Source with an empty Cluster when nothing names one;
+// the caller falls back on its own default.
 //
-//   - With Tokens set, the bearer token's Source (a token is required). A
+//   - With tokens set, the bearer token's Source (a token is required). A
 //     path may repeat its cluster, not name another (403); a token of a
 //     cluster alone lets the path name the apiserver, a token of one
 //     apiserver refuses a path naming another.
-//   - Else the URL path, /audit/{cluster} or /audit/{cluster}/{apiserver}.
+//   - Else the path.
 //   - Else a verified client certificate: its common name (CN) is the
 //     cluster and its first organizational unit (OU) that is a valid name,
 //     if any, the apiserver. With a path naming the cluster, the
 //     certificate still names the apiserver when its CN is that cluster.
-//   - Else DefaultCluster.
-func (h *Webhook) source(r *http.Request) (Source, error) {
-	var path Source
-	if rest, ok := strings.CutPrefix(r.URL.Path, "/audit"); ok {
-		parts := strings.Split(strings.Trim(rest, "/"), "/")
-		switch {
-		case len(parts) > 2:
-			return Source{}, errorf(http.StatusBadRequest, "path %q: want /audit, /audit/{cluster} or /audit/{cluster}/{apiserver}", r.URL.Path)
-		case parts[0] == "":
-		case !ValidName(parts[0]):
-			return Source{}, errorf(http.StatusBadRequest, "cluster name %q in the path must be %s", parts[0], NameRule)
-		default:
-			path.Cluster = parts[0]
-		}
-		if len(parts) == 2 {
-			if !ValidName(parts[1]) {
-				return Source{}, errorf(http.StatusBadRequest, "apiserver name %q in the path must be %s", parts[1], NameRule)
-			}
-			path.APIServer = parts[1]
-		}
-	}
-	if len(h.cfg.Tokens) > 0 {
+func identify(r *http.Request, tokens map[string]Source, path Source) (Source, error) {
+	if len(tokens) > 0 {
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || tok == "" {
 			return Source{}, errorf(http.StatusUnauthorized, "a bearer token is required")
 		}
 		var src Source
-		for t, s := range h.cfg.Tokens {
+		for t, s := range tokens {
 			if secret.Equal(t, tok) {
 				src = s
 			}
@@ -273,5 +308,5 @@ func (h *Webhook) source(r *http.Request) (Source, error) {
 	case cert.Cluster != "":
 		return cert, nil
 	}
-	return Source{Cluster: h.cfg.DefaultCluster}, nil
+	return Source{}, nil
 }

@@ -1,5 +1,6 @@
 // Package web serves auditlens over HTTP with gin: the audit webhook
-// (POST /audit/{cluster}[/{apiserver}]), the read API under /api/v1, Prometheus metrics,
+// (POST /audit/{cluster}[/{apiserver}]), the OTLP logs receiver (POST
+// /v1/logs, /otlp/{cluster}[/{apiserver}]/v1/logs), the read API under /api/v1, Prometheus metrics,
 // health checks and the explorer UI (ui.go).
 package web
 
@@ -24,6 +25,9 @@ import (
 type Config struct {
 	// Webhook receives audit batches; nil turns the receiver off.
 	Webhook http.Handler
+	// OTLPLogs receives OTLP/HTTP log records holding audit events; nil
+	// turns the receiver off.
+	OTLPLogs http.Handler
 	// Store answers queries; nil turns the query API off.
 	Store query.Selecter
 	// Findings serves /api/v1/findings; nil turns it off.
@@ -87,6 +91,12 @@ func NewRouter(cfg Config) http.Handler {
 		r.POST("/audit", h)
 		r.POST("/audit/:cluster", h)
 		r.POST("/audit/:cluster/:apiserver", h)
+	}
+	if cfg.OTLPLogs != nil {
+		h := gin.WrapH(cfg.OTLPLogs)
+		r.POST("/v1/logs", h)
+		r.POST("/otlp/:cluster/v1/logs", h)
+		r.POST("/otlp/:cluster/:apiserver/v1/logs", h)
 	}
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })

@@ -34,7 +34,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tlsCert       = fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
 		tlsKey        = fs.String("tls-key", "", "private key for --tls-cert (PEM)")
 		clientCA      = fs.String("client-ca", "", "require client certificates signed by this CA (PEM) on every request")
-		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook body accepted; larger gets 413")
+		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook or OTLP body accepted (after gzip); larger gets 413")
 		defCluster    = fs.String("default-cluster", "default", "cluster name for events posted to /audit without one")
 		queryTimeout  = fs.Duration("query-timeout", 60*time.Second, "longest an API query may run")
 		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
@@ -56,7 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs, "")
 	var df detectFlags
 	df.register(fs)
-	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
+	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
 	fs.Var(&apiTokens, "api-token", "TOKEN or TOKEN=CLUSTER[,CLUSTER...]: a bearer token the read API and UI accept, for every cluster or only these (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -197,10 +197,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	var ready atomic.Bool
+	// The OTLP logs receiver authenticates as the webhook does, with the
+	// same tokens and limits.
+	receiverCfg := ingest.WebhookConfig{
+		MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
+	}
 	handler := web.NewRouter(web.Config{
-		Webhook: ingest.NewWebhook(sp, ingest.WebhookConfig{
-			MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
-		}),
+		Webhook:         ingest.NewWebhook(sp, receiverCfg),
+		OTLPLogs:        ingest.NewOTLPLogs(sp, receiverCfg),
 		Store:           st,
 		Findings:        detect.NewRepository(st, nil),
 		Reports:         report.NewRepository(st),
@@ -235,8 +239,11 @@ Point a kube-apiserver at it with these flags:
 each apiserver its own kubeconfig with /audit/my-cluster/APISERVER, or
 use auditlens webhook-config --cluster NAME --apiserver NAME)
 
+An OpenTelemetry Collector ships the apiserver's --audit-log-path with its
+otlphttp exporter to %s/otlp/my-cluster/v1/logs (deploy/otelcol/config.yaml).
+
 Events: %s/api/v1/events?since=15m    Metrics: %s/metrics
-`, version, base, st.Kind(), kcPath, kubeconfig, base, base)
+`, version, base, st.Kind(), kcPath, kubeconfig, base, base, base)
 
 	var runErr error
 	select {

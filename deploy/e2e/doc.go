@@ -11,6 +11,10 @@
 // minutes of real time) fake kubelets (kubelet_test.go) heartbeat under the
 // real controller-manager and most of them lose the apiserver at once.
 //
+// TestOTelCollector (otel_test.go) ships the apiserver's audit log file to
+// auditlens with a real OpenTelemetry Collector (otelcol/, its own module)
+// and compares what arrived by OTLP with what arrived by the webhook.
+//
 // The package holds only tests. build.sh builds the binaries into the user
 // cache (${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes version>/);
 // the first test that needs them runs it, and a cached machine never

@@ -46,6 +46,7 @@ var (
 	kubeAPIServerBin         string
 	kubeControllerManagerBin string
 	etcdBin                  string
+	otelcolBin               string // the OpenTelemetry Collector of otel_test.go
 	auditlensBin             string
 	// setupErr, when set, fails every test that needs the binaries.
 	setupErr error
@@ -115,19 +116,20 @@ func setup() error {
 	start := time.Now()
 	out, err := runCapture(exec.Command("bash", "build.sh"))
 	if err != nil {
-		return fmt.Errorf("building kube-apiserver, kube-controller-manager %s and etcd, etcdctl, etcdutl %s with deploy/e2e/build.sh "+
-			"(needs Go and the module proxy; 6-11 minutes when not cached): %w",
-			versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], err)
+		return fmt.Errorf("building kube-apiserver, kube-controller-manager %s, etcd, etcdctl, etcdutl %s and otelcol %s with deploy/e2e/build.sh "+
+			"(needs Go and the module proxy; 8-17 minutes when not cached): %w",
+			versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], versions["OTELCOL_VERSION"], err)
 	}
 	dir := strings.TrimSpace(lastLine(out))
 	if d := time.Since(start); d > 5*time.Second {
-		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver, kube-controller-manager, etcd, etcdctl and etcdutl into %s in %s\n", dir, d.Round(time.Second))
+		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl and otelcol into %s in %s\n", dir, d.Round(time.Second))
 	}
 	kubeAPIServerBin = filepath.Join(dir, "kube-apiserver")
 	kubeControllerManagerBin = filepath.Join(dir, "kube-controller-manager")
 	etcdBin = filepath.Join(dir, "etcd")
 	etcdctlBin, etcdutlBin = filepath.Join(dir, "etcdctl"), filepath.Join(dir, "etcdutl")
-	for _, b := range []string{kubeAPIServerBin, kubeControllerManagerBin, etcdBin, etcdctlBin, etcdutlBin} {
+	otelcolBin = filepath.Join(dir, "otelcol")
+	for _, b := range []string{kubeAPIServerBin, kubeControllerManagerBin, etcdBin, etcdctlBin, etcdutlBin, otelcolBin} {
 		if fi, err := os.Stat(b); err != nil || fi.Mode()&0o111 == 0 {
 			return fmt.Errorf("build.sh printed %s but %s is not an executable there", dir, filepath.Base(b))
 		}

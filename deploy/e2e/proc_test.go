@@ -59,6 +59,13 @@ type proc struct {
 // dir/<name>.log, and stops it (group SIGTERM, then SIGKILL) when t ends.
 func startProc(t *testing.T, dir, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, dir, name, bin, nil, args...)
+}
+
+// startProcEnv is startProc with env (KEY=VALUE) added to the test's
+// environment.
+func startProcEnv(t *testing.T, dir, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	logPath := filepath.Join(dir, name+".log")
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -69,6 +76,9 @@ func startProc(t *testing.T, dir, name, bin string, args ...string) *proc {
 	cmd.Stdout = lf
 	cmd.Stderr = lf
 	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", name, err)
