@@ -42,6 +42,9 @@ type ImportConfig struct {
 	OnProgress func(ImportProgress)
 	// MaxRejectsShown bounds ImportStats.RejectSamples (default 20).
 	MaxRejectsShown int
+	// Redactor cuts what must never be stored out of each event before
+	// it is written (nil: nothing).
+	Redactor *Redactor
 }
 
 // ImportProgress is a snapshot of a running import.
@@ -64,6 +67,7 @@ type ImportStats struct {
 	Rejected      int64            // malformed lines and events
 	NoCluster     int64            // of Rejected: lines and records that name no cluster (ErrNoCluster)
 	Duplicates    int64            // already stored or repeated
+	Redacted      int64            // events with parts cut out (ImportConfig.Redactor)
 	Stored        int64
 	Bytes         int64
 	Elapsed       time.Duration
@@ -282,6 +286,7 @@ func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (I
 		if writeErr != nil || w == nil {
 			continue
 		}
+		st.Redacted += int64(cfg.Redactor.Apply(rows))
 		ws, err := w.Write(ctx, rows)
 		st.Stored += int64(ws.Stored)
 		st.Duplicates += int64(ws.Duplicates)

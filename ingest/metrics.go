@@ -12,6 +12,7 @@ type Metrics struct {
 	Requests     *prometheus.CounterVec // webhook requests by HTTP status code
 	Received     *prometheus.CounterVec // events accepted into the spool, by cluster
 	Rejected     *prometheus.CounterVec // malformed events, by cluster
+	Redacted     prometheus.Counter     // events with parts cut out before spooling
 	Stored       prometheus.Counter
 	Duplicates   prometheus.Counter
 	StoreErrors  prometheus.Counter
@@ -36,6 +37,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "auditlens_events_rejected_total", Help: "Malformed events rejected on their own, by cluster.",
 		}, []string{"cluster"}),
+		Redacted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "auditlens_events_redacted_total", Help: "Events with parts cut out before they were spooled (serve --redact).",
+		}),
 		Stored: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "auditlens_events_stored_total", Help: "Events written to the store.",
 		}),
@@ -66,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Received, m.Rejected, m.Stored, m.Duplicates, m.StoreErrors,
+		reg.MustRegister(m.Requests, m.Received, m.Rejected, m.Redacted, m.Stored, m.Duplicates, m.StoreErrors,
 			m.BatchSeconds, m.BatchRows, m.SpoolSeconds, m.OTLPRequests, m.OTLPRejected,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "auditlens_spool_bytes", Help: "Bytes in spool segments not yet deleted.",

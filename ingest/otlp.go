@@ -158,6 +158,9 @@ func (h *OTLPLogs) serve(r *http.Request) (otlpEncoding, otlpResult, error) {
 	// One spool record per sender. When a later one fails the exporter
 	// sends the whole request again; the writer drops what was stored.
 	for _, g := range groups {
+		if n := h.cfg.Redactor.Apply(g.rows); n > 0 {
+			h.cfg.Metrics.Redacted.Add(float64(n))
+		}
 		if err := h.sp.AppendRows(ctx, g.src, g.rows); err != nil {
 			return enc, res, errorf(http.StatusServiceUnavailable, "log records not accepted, retry later: %v", err)
 		}

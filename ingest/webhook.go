@@ -35,8 +35,11 @@ type WebhookConfig struct {
 	// AppendTimeout bounds the wait for the spool (default 20s, below the
 	// apiserver's 30s webhook timeout).
 	AppendTimeout time.Duration
-	Logger        *slog.Logger
-	Metrics       *Metrics
+	// Redactor cuts what must never be stored out of each event before it
+	// is spooled (nil: nothing).
+	Redactor *Redactor
+	Logger   *slog.Logger
+	Metrics  *Metrics
 }
 
 // Webhook receives audit.k8s.io EventList batches from kube-apiserver's
@@ -144,6 +147,9 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 		return resp, errorf(http.StatusBadRequest, "decoding audit events: %v", err)
 	}
 	src.tag(batch.Rows)
+	if n := h.cfg.Redactor.Apply(batch.Rows); n > 0 {
+		h.cfg.Metrics.Redacted.Add(float64(n))
+	}
 	resp.Accepted = len(batch.Rows)
 	resp.Rejected = len(batch.Rejects)
 	if len(batch.Rejects) > 0 {

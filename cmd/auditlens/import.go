@@ -25,6 +25,8 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
 	noDetect := fs.Bool("no-detect", false, "do not run the detectors over the imported span")
+	var rf redactFlags
+	rf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -60,7 +62,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		w = ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batch, Logger: log})
 	}
 
-	cfg := ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: *cluster == "", APIServer: *apiserver, BatchRows: *batch, Stdin: stdin}
+	redactor, err := rf.redactor()
+	if err != nil {
+		return err
+	}
+	cfg := ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: *cluster == "", APIServer: *apiserver, BatchRows: *batch, Stdin: stdin, Redactor: redactor}
 	var bar *progressBar
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		bar = &progressBar{w: stderr}
@@ -112,6 +118,9 @@ func printImportSummary(w io.Writer, s ingest.ImportStats) {
 			parts[i] = fmt.Sprintf("%s %d", k, s.Kinds[k])
 		}
 		fmt.Fprintf(w, "events by format: %s; clusters: %s\n", strings.Join(parts, ", "), strings.Join(s.Clusters, ", "))
+	}
+	if s.Redacted > 0 {
+		fmt.Fprintf(w, "redacted %d events (--redact, --redact-defaults): annotation %s names what was cut\n", s.Redacted, ingest.RedactedAnnotation)
 	}
 	if s.Skipped > 0 {
 		fmt.Fprintf(w, "skipped %d envelope records that hold no audit event (other log categories or streams, control messages)\n", s.Skipped)

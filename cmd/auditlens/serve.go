@@ -56,6 +56,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sf.register(fs, "")
 	var df detectFlags
 	df.register(fs)
+	var rf redactFlags
+	rf.register(fs)
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
 	fs.Var(&apiTokens, "api-token", "TOKEN or TOKEN=CLUSTER[,CLUSTER...]: a bearer token the read API and UI accept, for every cluster or only these (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
@@ -100,6 +102,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *clientCA != "" && *tlsCert == "" {
 		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", errUsage)
+	}
+	redactor, err := rf.redactor()
+	if err != nil {
+		return err
 	}
 	tokens := map[string]ingest.Source{}
 	for _, t := range webhookTokens {
@@ -200,7 +206,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The OTLP logs receiver authenticates as the webhook does, with the
 	// same tokens and limits.
 	receiverCfg := ingest.WebhookConfig{
-		MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Logger: log, Metrics: metrics,
+		MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Redactor: redactor, Logger: log, Metrics: metrics,
 	}
 	handler := web.NewRouter(web.Config{
 		Webhook:         ingest.NewWebhook(sp, receiverCfg),
