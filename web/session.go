@@ -115,7 +115,7 @@ func (s *sessions) end(id string) {
 
 // authMode is what the read API asks of a client.
 func (s *server) authMode() string {
-	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil {
+	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil && s.cfg.Proxy == nil {
 		return "none"
 	}
 	return "token"
@@ -161,8 +161,16 @@ func (s *server) tokenPrincipal(ctx context.Context, tok string) (principal, err
 }
 
 // authenticated returns the request's principal and how it authenticated
-// ("bearer" or "cookie"), or why it did not.
+// ("proxy", "bearer" or "cookie"), or why it did not.
 func (s *server) authenticated(c *gin.Context) (principal, string, error) {
+	if s.cfg.Proxy != nil {
+		if p, user, ok := s.cfg.Proxy.principal(c.Request); ok {
+			if !p.all && len(p.clusters) == 0 {
+				return principal{}, "", &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: none of its groups is mapped (serve --auth-proxy-group GROUP=CLUSTER)", user)}
+			}
+			return p, "proxy", nil
+		}
+	}
 	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
 		p, err := s.tokenPrincipal(c.Request.Context(), tok)
 		if err != nil {
@@ -199,7 +207,7 @@ type sessionState struct {
 	// Auth is "none" (the read API is open) or "token".
 	Auth     string `json:"auth"`
 	SignedIn bool   `json:"signed_in"`
-	// Via is "bearer" or "cookie" when signed in.
+	// Via is "proxy", "bearer" or "cookie" when signed in.
 	Via string `json:"via,omitempty"`
 }
 

@@ -49,6 +49,9 @@ type Config struct {
 	APITokens []APIToken
 	// Reviewer, when set, checks bearer tokens that are not APITokens.
 	Reviewer TokenReviewer
+	// Proxy, when set, trusts an authenticating proxy's user and groups
+	// headers on connections from its addresses.
+	Proxy *AuthProxy
 	// SessionTTL is how long a browser that signed in with a token stays
 	// signed in (default DefaultSessionTTL).
 	SessionTTL time.Duration

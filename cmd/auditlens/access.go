@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -172,4 +173,38 @@ func (r *redactFlags) redactor() (*ingest.Redactor, error) {
 		rules = append(rules, rule)
 	}
 	return ingest.NewRedactor(rules), nil
+}
+
+// authProxy builds the trusted proxy of the --auth-proxy-* flags; nil when
+// none is set.
+func authProxy(from, groups []string, userHdr, groupsHdr string) (*web.AuthProxy, error) {
+	if len(from) == 0 && len(groups) == 0 {
+		return nil, nil
+	}
+	if len(from) == 0 || len(groups) == 0 {
+		return nil, fmt.Errorf("%w: --auth-proxy-from and --auth-proxy-group go together: whose headers to trust, and what their groups may read", errUsage)
+	}
+	p := &web.AuthProxy{UserHeader: userHdr, GroupsHeader: groupsHdr, Groups: map[string][]string{}}
+	for _, f := range from {
+		pre, err := netip.ParsePrefix(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%w: --auth-proxy-from %q: want a CIDR such as 127.0.0.1/32", errUsage, f)
+		}
+		p.From = append(p.From, pre.Masked())
+	}
+	for _, g := range groups {
+		name, clusters, err := web.ParseProxyGroup(g, ingest.ValidName)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --auth-proxy-group: %v", errUsage, err)
+		}
+		if prev, ok := p.Groups[name]; ok && len(prev) == 0 {
+			continue // already every cluster
+		}
+		if len(clusters) == 0 {
+			p.Groups[name] = []string{}
+			continue
+		}
+		p.Groups[name] = append(p.Groups[name], clusters...)
+	}
+	return p, nil
 }

@@ -91,3 +91,28 @@ func TestServeRefusesOpenReads(t *testing.T) {
 		t.Error("serve opened the store before refusing")
 	}
 }
+
+func TestAuthProxyFlags(t *testing.T) {
+	if p, err := authProxy(nil, nil, "", ""); p != nil || err != nil {
+		t.Errorf("no flags: %v, %v", p, err)
+	}
+	for _, tc := range []struct {
+		from, groups []string
+	}{
+		{[]string{"127.0.0.1/32"}, nil},
+		{nil, []string{"sre=prod"}},
+		{[]string{"127.0.0.1"}, []string{"sre=prod"}},
+		{[]string{"127.0.0.1/32"}, []string{"sre"}},
+	} {
+		if _, err := authProxy(tc.from, tc.groups, "", ""); err == nil {
+			t.Errorf("authProxy(%q, %q): no error", tc.from, tc.groups)
+		}
+	}
+	p, err := authProxy([]string{"10.1.2.3/16"}, []string{"sre=prod", "sre=staging", "admins=*", "admins=prod"}, "X-User", "X-Groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.From[0].String() != "10.1.0.0/16" || strings.Join(p.Groups["sre"], ",") != "prod,staging" || len(p.Groups["admins"]) != 0 || p.UserHeader != "X-User" {
+		t.Errorf("authProxy: %+v", p)
+	}
+}

@@ -51,6 +51,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		kubeAuthKC    = fs.String("kube-auth-kubeconfig", "", "check other bearer tokens with the Kubernetes apiserver of this kubeconfig (TokenReview, then SubjectAccessReview of get clusters.auditlens.io per cluster; README, Access)")
 		kubeAuthPod   = fs.Bool("kube-auth-in-cluster", false, "as --kube-auth-kubeconfig, with the pod's own service account and apiserver")
 		kubeAuthTTL   = fs.Duration("kube-auth-cache-ttl", time.Minute, "how long a token's reviews are reused: a removed RoleBinding takes effect within this")
+		proxyUserHdr  = fs.String("auth-proxy-user-header", "X-Forwarded-User", "with --auth-proxy-from: the header naming the proxy's authenticated user")
+		proxyGroupHdr = fs.String("auth-proxy-groups-header", "X-Forwarded-Groups", "with --auth-proxy-from: the header listing the user's groups (comma-separated, or repeated)")
+		proxyFrom     multiFlag
+		proxyGroups   multiFlag
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
@@ -59,6 +63,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var rf redactFlags
 	rf.register(fs)
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
+	fs.Var(&proxyFrom, "auth-proxy-from", "CIDR: trust an authenticating proxy's user and groups headers on connections from these addresses only, e.g. 127.0.0.1/32 for a sidecar (repeatable)")
+	fs.Var(&proxyGroups, "auth-proxy-group", "GROUP=CLUSTER[,CLUSTER...] or GROUP=*: what the proxy's users in GROUP may read (repeatable)")
 	fs.Var(&apiTokens, "api-token", "TOKEN or TOKEN=CLUSTER[,CLUSTER...]: a bearer token the read API and UI accept, for every cluster or only these (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -89,11 +95,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		readTokens = append(readTokens, rt)
 	}
+	proxy, err := authProxy(proxyFrom, proxyGroups, *proxyUserHdr, *proxyGroupHdr)
+	if err != nil {
+		return err
+	}
 	if *kubeAuthKC != "" && *kubeAuthPod {
 		return fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
 	}
 	kubeAuth := *kubeAuthKC != "" || *kubeAuthPod
-	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth, *clientCA != "", *openReads); err != nil {
+	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth || proxy != nil, *clientCA != "", *openReads); err != nil {
 		return err
 	}
 	if *openReads && !loopbackAddr(*listen) {
@@ -220,6 +230,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MaxConcurrentJQ: *jqConcurrent,
 		APITokens:       readTokens,
 		Reviewer:        reviewer,
+		Proxy:           proxy,
 		Ready:           &ready,
 		Logger:          log,
 		Info:            kubeconfig,
