@@ -10,6 +10,7 @@ package query
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +140,43 @@ func TestEventsOnEmbeddedEngine(t *testing.T) {
 	var w bytes.Buffer
 	if stats, err := Events(ctx, st, Filter{}, nil, Limits{}, &w); err != nil || stats.Matched != len(rows) {
 		t.Fatalf("after the queries: %+v, %v; want %d events", stats, err, len(rows))
+	}
+}
+
+// TestEventsAllOnEmbeddedEngine: All streams every matching event past
+// any limit (an export), where the same filter without it stops at the
+// limit and says more match.
+func TestEventsAllOnEmbeddedEngine(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.Open(t)
+	t0 := time.Date(2024, 6, 1, 12, 0, 0, 0, time.UTC)
+	const n = DefaultLimit + 2*dupSlack + 37
+	rows := make([]store.Row, n)
+	for i := range rows {
+		id := "all-" + strconv.Itoa(i)
+		rows[i] = store.Row{Cluster: "export", AuditID: id, Stage: "ResponseComplete", Verb: "get", Time: t0.Add(time.Duration(i) * time.Millisecond),
+			Resource: "pods", Code: 200, Raw: []byte(`{"auditID":"` + id + `"}`)}
+	}
+	if err := st.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	f := Filter{Cluster: []string{"export"}, Since: t0, Until: t0.Add(time.Hour)}
+	var limited bytes.Buffer
+	stats, err := Events(ctx, st, f, nil, Limits{}, &limited)
+	if err != nil || stats.Matched != DefaultLimit || !stats.Truncated {
+		t.Fatalf("without All: %+v, %v; want %d and truncated", stats, err, DefaultLimit)
+	}
+	f.All = true
+	if sql, _ := f.SQL("raw"); strings.Contains(sql, "LIMIT") {
+		t.Errorf("All still limits: %s", sql)
+	}
+	var all bytes.Buffer
+	stats, err = Events(ctx, st, f, nil, Limits{}, &all)
+	if err != nil || stats.Matched != n || stats.Truncated {
+		t.Fatalf("with All: %+v, %v; want all %d", stats, err, n)
+	}
+	lines := strings.Split(strings.TrimSuffix(all.String(), "\n"), "\n")
+	if len(lines) != n || lines[0] != `{"auditID":"all-0"}` || lines[n-1] != `{"auditID":"all-`+strconv.Itoa(n-1)+`"}` {
+		t.Errorf("with All: %d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 }

@@ -102,7 +102,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			return nil // the same event stored twice (see dupSlack)
 		}
 		prev = rows.row
-		if stats.Matched == f.limit() {
+		if !f.All && stats.Matched == f.limit() {
 			stats.Truncated = true
 			stop = errHalt // the limit is reached and more events match
 			return stop

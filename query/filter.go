@@ -79,6 +79,10 @@ type Filter struct {
 	// Limit is the largest number of events to select: 0 means
 	// DefaultLimit; it may not exceed MaxLimit.
 	Limit int
+	// All selects every matching event, streamed, whatever Limit says: an
+	// export (auditlens query --all). ParseFilter never sets it, so the
+	// HTTP API keeps its MaxLimit.
+	All bool
 	// Order sorts by event time, then audit ID and stage. Asc by default.
 	Order Order
 }

@@ -40,6 +40,9 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 	} else {
 		b.WriteString("\nORDER BY ts, audit_id, stage, cluster")
 	}
+	if f.All {
+		return b.String(), p
+	}
 	b.WriteString("\nLIMIT {limit:UInt32}")
 	p["limit"] = strconv.Itoa(f.limit() + dupSlack)
 	return b.String(), p

@@ -39,7 +39,8 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		vals[i] = fs.String(f.name, "", f.help)
 	}
 	jq := fs.String("jq", "", "jq program run over each matching event")
-	limit := fs.Int("limit", 1000, "most events to read")
+	limit := fs.Int("limit", 1000, fmt.Sprintf("most events to read (1 to %d; --all for every one)", query.MaxLimit))
+	all := fs.Bool("all", false, "stream every matching event, however many (an export: e.g. a day with --since and --until)")
 	jqTimeout := fs.Duration("jq-timeout", 60*time.Second, "longest the jq program may run")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
@@ -54,11 +55,17 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			v.Set(apiName(f.name), *vals[i])
 		}
 	}
-	v.Set("limit", strconv.Itoa(*limit))
+	if !*all {
+		v.Set("limit", strconv.Itoa(*limit))
+	}
 	f, err := query.ParseFilter(v, time.Now())
 	if err != nil {
+		if *limit > query.MaxLimit {
+			return fmt.Errorf("%w: %v; --all streams every matching event", errUsage, err)
+		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	f.All = *all
 	var prog *query.JQ
 	if *jq != "" {
 		if prog, err = query.CompileJQ(*jq); err != nil {
