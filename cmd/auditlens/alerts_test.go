@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -226,4 +227,72 @@ alerts:
 		return len(amAlerts(t, base, loop.ID)) == 0
 	})
 	t.Logf("resolved in Alertmanager %s after the loop stopped", time.Since(stopped).Round(100*time.Millisecond))
+}
+
+// TestAlertsServe: serve, given an alerts: route in --config, pushes the
+// watch-loop finding imported from the recorded real watch loop to the
+// real Alertmanager and counts it in auditlens_findings_active; once serve
+// stops re-sending, Alertmanager ends the alert by itself at the endsAt it
+// was given (three repeats ahead).
+func TestAlertsServe(t *testing.T) {
+	t.Parallel()
+	base := startAlertmanager(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	stdout, stderr, code := runCLI(t, "import", "--store", "chdb://"+filepath.Join(data, "clickhouse"), "--cluster", "e2e",
+		"--progress", "never", "../../deploy/e2e/fixtures/kcm-watch-loop.log")
+	if code != 0 || !strings.Contains(stdout, "CRITICAL watch-loop") {
+		t.Fatalf("import: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	loopID := regexp.MustCompile(`\[(watch-loop-[0-9a-f]+)\]`).FindStringSubmatch(stdout)
+	if loopID == nil {
+		t.Fatalf("import named no watch-loop finding:\n%s", stdout)
+	}
+	// The recording is from the past: a resolve_after of a century keeps
+	// its finding active.
+	cfg := filepath.Join(dir, "auditlens.yaml")
+	if err := os.WriteFile(cfg, []byte(`reports: []
+alerts:
+  resolve_after: 876000h
+  repeat: 1s
+  interval: 200ms
+  ui_url: http://auditlens.example.com
+  routes:
+  - name: oncall
+    min_severity: critical
+    alertmanager:
+      url: `+base+`
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServe(t, "--data", data, "--detect=false", "--config", cfg)
+	waitFor(t, 15*time.Second, "the watch-loop alert to fire", func() bool {
+		as := amAlerts(t, base, loopID[1])
+		return len(as) == 1 && as[0].Status.State == "active" && as[0].Labels["alertname"] == "watch-loop" && as[0].Labels["cluster"] == "e2e"
+	})
+	code, body := s.getBody("/metrics")
+	if gauge := `auditlens_findings_active{cluster="e2e",detector="watch-loop",severity="critical"} 1`; code != http.StatusOK || !strings.Contains(body, gauge) {
+		t.Errorf("/metrics: %d, want %s in:\n%s", code, gauge, grepLines(body, "auditlens_findings_active"))
+	}
+	if !strings.Contains(body, `auditlens_alert_deliveries_total{kind="alertmanager",outcome="ok",route="oncall"}`) {
+		t.Errorf("/metrics counts no ok alertmanager delivery:\n%s", grepLines(body, "auditlens_alert"))
+	}
+	s.stop()
+	stopped := time.Now()
+	waitFor(t, 15*time.Second, "Alertmanager to end the alert serve no longer sends", func() bool {
+		return len(amAlerts(t, base, loopID[1])) == 0
+	})
+	t.Logf("Alertmanager ended the alert %s after serve stopped", time.Since(stopped).Round(100*time.Millisecond))
+}
+
+func TestAlertsServeBadConfig(t *testing.T) {
+	t.Parallel()
+	cfg := filepath.Join(t.TempDir(), "auditlens.yaml")
+	if err := os.WriteFile(cfg, []byte("alerts:\n  routes:\n  - name: oncall\n    min_severity: loud\n    alertmanager: {url: http://127.0.0.1:9}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runCLI(t, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--config", cfg)
+	if code != 2 || !strings.Contains(stderr, "line 4: min_severity") {
+		t.Errorf("serve with a bad alerts config: exit %d, want 2 and the line at fault:\n%s", code, stderr)
+	}
 }
