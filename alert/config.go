@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -79,17 +80,7 @@ func (r Route) selects(f detect.Finding) bool {
 	return inOrAll(r.Clusters, f.Cluster) && inOrAll(r.Detectors, f.Detector)
 }
 
-func inOrAll(list []string, s string) bool {
-	if len(list) == 0 {
-		return true
-	}
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
+func inOrAll(list []string, s string) bool { return len(list) == 0 || slices.Contains(list, s) }
 
 func (c *Config) setDefaults() {
 	if c.ResolveAfter <= 0 {
@@ -214,6 +205,20 @@ func httpURL(n *yaml.Node, key string) (string, error) {
 	return s, nil
 }
 
+// knownDetectors checks names against the detectors serve runs.
+func knownDetectors(n *yaml.Node, names []string) error {
+	var known []string
+	for _, d := range detect.Default() {
+		known = append(known, d.Name())
+	}
+	for _, name := range names {
+		if !slices.Contains(known, name) {
+			return lineError(n, "detectors: unknown detector %q: want %s", name, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
 func (c *Config) decode(n *yaml.Node) error {
 	err := fields(n, "alerts", func(k string, v *yaml.Node) (err error) {
 		switch k {
@@ -281,7 +286,9 @@ func decodeRoute(n *yaml.Node) (Route, error) {
 		case "clusters":
 			r.Clusters, err = list(v, k)
 		case "detectors":
-			r.Detectors, err = list(v, k)
+			if r.Detectors, err = list(v, k); err == nil {
+				err = knownDetectors(v, r.Detectors)
+			}
 		case "alertmanager":
 			err = fields(v, "alertmanager", func(k string, v *yaml.Node) (err error) {
 				if k != "url" {

@@ -255,6 +255,7 @@ func TestAlertConfigErrors(t *testing.T) {
 		{"bad url", "alerts:\n  routes:\n  - name: a\n    webhook:\n      url: hooks.example.com\n", "line 5: url: want an http:// or https:// URL"},
 		{"bad format", "alerts:\n  routes:\n  - name: a\n    webhook: {url: http://h, format: xml}\n", `line 4: format "xml"`},
 		{"twice", "alerts:\n  routes:\n  - name: a\n    webhook: {url: http://h}\n  - name: a\n    webhook: {url: http://h}\n", `line 5: route "a" is defined twice`},
+		{"unknown detector", "alerts:\n  routes:\n  - name: a\n    detectors: [watch-loops]\n    webhook: {url: http://h}\n", `line 4: detectors: unknown detector "watch-loops"`},
 		{"resolve before interval", "alerts:\n  interval: 1m\n  resolve_after: 30s\n", "line 2: resolve_after 30s is shorter than interval 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
