@@ -270,3 +270,32 @@ func TestAlertConfigErrors(t *testing.T) {
 		t.Errorf("a file without alerts: %+v, %v; want no routes, no error", c, err)
 	}
 }
+
+func TestAlertWebhookBodies(t *testing.T) {
+	n, err := NewNotifier(Config{UIURL: "https://auditlens.example.com"}, &fakeSource{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := loop(detect.Critical, t0)
+	f.Title = "loop on <services> & more"
+	for _, tc := range []struct {
+		name, format string
+		ev           Event
+		want         string
+	}{
+		{"json new", "json", New, `{"event":"new","status":"firing","at":"2026-12-01T12:00:00Z","url":"https://auditlens.example.com/findings/watch-loop-0123456789abcdef0123","finding":{"id":"watch-loop-0123456789abcdef0123","detector":"watch-loop","cluster":"prod","severity":"critical","title":"loop on \u003cservices\u003e \u0026 more","summary":"It restarted its watch 12 times.","remediation":"Restart kube-controller-manager.","first_seen":"2026-12-01T11:50:00Z","last_seen":"2026-12-01T12:00:00Z"}}`},
+		{"json resolved", "json", Resolved, `"event":"resolved","status":"resolved"`},
+		{"slack escalated", "slack", Escalated, `{"text":"*CRITICAL* watch-loop escalated to critical in prod: \u003chttps://auditlens.example.com/findings/watch-loop-0123456789abcdef0123|loop on \u0026lt;services\u0026gt; \u0026amp; more\u003e\nRemediation: Restart kube-controller-manager.\n"}`},
+		{"slack resolved", "slack", Resolved, `watch-loop resolved in prod`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := n.webhookBody(Route{Format: tc.format}, routed{f: f, ev: tc.ev}, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tc.want) {
+				t.Errorf("body\n%s\nwant it to contain\n%s", b, tc.want)
+			}
+		})
+	}
+}
