@@ -43,8 +43,9 @@ screenshots: chdb chromium
 	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestUIInBrowser|TestUIIncidentScenarios' ./cmd/auditlens/
 
 ## e2e-bins: build the pinned kube-apiserver, kube-controller-manager, etcd,
-## etcdctl, etcdutl and the OpenTelemetry Collector into the user cache
-## (10-20 minutes once, the collector 2-5 of them; a cached run only checks them)
+## etcdctl, etcdutl, the OpenTelemetry Collector and Alertmanager into the user
+## cache (10-20 minutes once, the collector 2-5 of them, Alertmanager 1-4; a
+## cached run only checks them)
 e2e-bins:
 	deploy/e2e/build.sh >/dev/null
 

@@ -33,6 +33,9 @@ import (
 //	      backoff: 2s
 type File struct {
 	Reports []Spec `json:"reports"`
+	// Alerts is the alerts section of the same file, read and checked by
+	// package alert (alert.LoadFile); reports only let it be.
+	Alerts any `json:"alerts,omitempty"`
 }
 
 // Spec is one scheduled report.

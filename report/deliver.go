@@ -126,13 +126,20 @@ func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d
 // answers and transport errors are retried with backoff on clock. A 4xx
 // other than 408 and 429 is not retried: the request itself is wrong.
 func Post(ctx context.Context, client *http.Client, clock Clock, w Webhook, r Report) Delivery {
-	w = w.withDefaults()
-	d := Delivery{Target: redact(w.URL)}
 	body, ctype, err := webhookBody(w, r)
 	if err != nil {
-		d.At, d.Error = clock.Now(), err.Error()
-		return d
+		return Delivery{Target: redact(w.URL), At: clock.Now(), Error: err.Error()}
 	}
+	return PostBody(ctx, client, clock, w, body, ctype)
+}
+
+// PostBody delivers body (of content type ctype) to w's URL, retrying as
+// Post does; w.Slack is not looked at. Other senders (alerts) share the
+// retries, backoff and recorded outcome of report deliveries through it.
+func PostBody(ctx context.Context, client *http.Client, clock Clock, w Webhook, body []byte, ctype string) Delivery {
+	w = w.withDefaults()
+	d := Delivery{Target: redact(w.URL)}
+	var err error
 	wait := time.Duration(w.Backoff)
 	for {
 		d.Attempts++
@@ -162,7 +169,7 @@ func postOnce(ctx context.Context, client *http.Client, w Webhook, body []byte, 
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, fmt.Errorf("posting report to %s: %w", redact(w.URL), err)
+		return 0, fmt.Errorf("posting to %s: %w", redact(w.URL), err)
 	}
 	req.Header.Set("Content-Type", ctype)
 	resp, err := client.Do(req)
@@ -171,12 +178,12 @@ func postOnce(ctx context.Context, client *http.Client, w Webhook, body []byte, 
 		if errors.As(err, &uerr) {
 			err = uerr.Unwrap() // drop the URL (and any secret in it) from the message
 		}
-		return 0, fmt.Errorf("posting report to %s: %w", redact(w.URL), err)
+		return 0, fmt.Errorf("posting to %s: %w", redact(w.URL), err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, fmt.Errorf("posting report to %s: %s: %s", redact(w.URL), resp.Status, strings.TrimSpace(string(msg)))
+		return resp.StatusCode, fmt.Errorf("posting to %s: %s: %s", redact(w.URL), resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return resp.StatusCode, nil
 }

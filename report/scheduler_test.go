@@ -202,6 +202,10 @@ reports:
       slack: true
       retries: 5
       backoff: 1s
+alerts:   # package alert's; reports let it be
+  routes:
+  - name: oncall
+    alertmanager: {url: http://alertmanager:9093}
 `))
 	if err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
-		reportsConfig = fs.String("config", "", "reports configuration file (YAML): scheduled reports and their outputs (see README, Reports)")
+		reportsConfig = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes (see README, Reports and Alerts)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
 		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
@@ -74,6 +74,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	reports, err := loadReports(*reportsConfig)
+	if err != nil {
+		return err
+	}
+	alerts, err := loadAlerts(*reportsConfig)
 	if err != nil {
 		return err
 	}
@@ -181,6 +185,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopReports()
+	stopAlerts, err := startAlerts(st, alerts, log, reg)
+	if err != nil {
+		return err
+	}
+	defer stopAlerts()
 
 	sp, err := ingest.OpenSpool(ingest.SpoolConfig{Dir: filepath.Join(*dataDir, "spool"), Logger: log})
 	if err != nil {

@@ -41,12 +41,18 @@ func startReceiverMTLS(t *testing.T, ca *testCA, dir string) *receiver {
 // token "webhook-<cluster>" sends for <cluster>.
 func startReceiverToken(t *testing.T, ca *testCA, dir string, clusters ...string) *receiver {
 	t.Helper()
+	return startReceiverTokenArgs(t, ca, dir, clusters, nil)
+}
+
+// startReceiverTokenArgs is startReceiverToken with more serve flags.
+func startReceiverTokenArgs(t *testing.T, ca *testCA, dir string, clusters, extra []string) *receiver {
+	t.Helper()
 	srvCert, srvKey := ca.issue(t, dir, "auditlens", "auditlens", true)
 	args := []string{"--tls-cert", srvCert, "--tls-key", srvKey}
 	for _, c := range clusters {
 		args = append(args, "--webhook-token", webhookToken(c)+"="+c)
 	}
-	r := startReceiver(t, dir, args...)
+	r := startReceiver(t, dir, append(args, extra...)...)
 	r.client = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: ca.tlsConfig(t, "", "")}}
 	r.sink = sink{base: r.base, caPath: ca.pemPath}
 	return r

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # build.sh — make sure the pinned kube-apiserver, kube-controller-manager,
-# etcd, etcd's snapshot tools (etcdctl, etcdutl) and an OpenTelemetry
-# Collector (otelcol) are built in the user cache, and print the cache
-# directory on stdout.
+# etcd, etcd's snapshot tools (etcdctl, etcdutl), an OpenTelemetry
+# Collector (otelcol) and Prometheus Alertmanager (alertmanager) are built in
+# the user cache, and print the cache directory on stdout.
 #
-#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol
+#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol, alertmanager
 #   deploy/e2e/build.sh kube-scheduler   only the binaries named (also etcd, etcdctl, ...)
 #   deploy/e2e/build.sh --print-dir      print the directory, build nothing
 #
 # Everything is built from the Go module proxy: a throwaway module in a temp
 # directory requires k8s.io/kubernetes (staging modules replaced at the
 # matching version) or go.etcd.io/etcd/{server,etcdctl,etcdutl}/v3, `go mod
-# tidy`, `go build`. The collector is the module in otelcol/ beside this
+# tidy`, `go build`; Alertmanager the same way from
+# github.com/prometheus/alertmanager/cmd/alertmanager. The collector is the module in otelcol/ beside this
 # script (its go.sum committed, so nothing is resolved): the filelog receiver
 # and the otlphttp exporter, at the versions versions.env names.
 # Binaries land in ${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes
@@ -26,7 +27,9 @@
 # empty Go build cache, 6 s and 3 s after etcd was built; measured);
 # otelcol adds 2-5 (3 CPU-minutes: 2 min 9 s with empty module and build
 # caches, 4 min 44 s on a loaded machine; 18 s when the build cache holds its
-# packages; measured).
+# packages; measured); alertmanager adds 1-4 (3 min 33 s, 2 min 10 s of CPU,
+# with an empty build cache on a loaded machine; 38 s when the build cache
+# holds the packages it shares with the others; measured).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -37,6 +40,7 @@ source "$HERE/versions.env"
 : "${ETCD_VERSION:?versions.env sets no ETCD_VERSION}"
 : "${OTELCOL_VERSION:?versions.env sets no OTELCOL_VERSION}"
 : "${OTELCOL_CONTRIB_VERSION:?versions.env sets no OTELCOL_CONTRIB_VERSION}"
+: "${ALERTMANAGER_VERSION:?versions.env sets no ALERTMANAGER_VERSION}"
 OTELCOL_SRC="$HERE/otelcol"
 
 CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/$KUBERNETES_VERSION"
@@ -66,6 +70,7 @@ stamp_line() {
 	case "$1" in
 	etcd) echo "etcd go.etcd.io/etcd/server/v3@$ETCD_VERSION recipe=$RECIPE" ;;
 	etcdctl | etcdutl) echo "$1 go.etcd.io/etcd/$1/v3@$ETCD_VERSION recipe=$RECIPE" ;;
+	alertmanager) echo "alertmanager github.com/prometheus/alertmanager@$ALERTMANAGER_VERSION recipe=$RECIPE" ;;
 	# The sources' hash: a changed main.go or go.sum rebuilds.
 	otelcol) echo "otelcol collector@$OTELCOL_VERSION contrib@$OTELCOL_CONTRIB_VERSION src=$(cat "$OTELCOL_SRC/go.mod" "$OTELCOL_SRC/go.sum" "$OTELCOL_SRC/main.go" | sha256sum | cut -c1-16) recipe=$RECIPE" ;;
 	*) echo "$1 k8s.io/kubernetes@$KUBERNETES_VERSION staging@$KUBERNETES_STAGING_VERSION recipe=$RECIPE" ;;
@@ -92,12 +97,12 @@ print_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--print-dir) print_only=1 ;;
-	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | otelcol) want+=("$arg") ;;
+	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | otelcol | alertmanager) want+=("$arg") ;;
 	-h | --help)
 		sed -n '2,30p' "$0" >&2
 		exit 0
 		;;
-	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, otelcol or --print-dir)" ;;
+	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, otelcol, alertmanager or --print-dir)" ;;
 	esac
 done
 if [[ $print_only == 1 ]]; then
@@ -106,7 +111,8 @@ if [[ $print_only == 1 ]]; then
 fi
 # etcdctl and etcdutl: the rv-rollback scenarios snapshot and restore etcd
 # with the real tools. otelcol: the OTLP test ships the audit log with it.
-[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd etcdctl etcdutl otelcol)
+# alertmanager: the alerts test pushes findings to it.
+[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd etcdctl etcdutl otelcol alertmanager)
 
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache directory (make e2e-bins and a test may race).
@@ -183,6 +189,31 @@ etcd_tool_module() {
 	(cd "$dir" && go mod tidy) || die "go mod tidy for $1 $ETCD_VERSION failed"
 }
 
+# alertmanager_module: a throwaway module requiring
+# github.com/prometheus/alertmanager, whose command is cmd/alertmanager. The
+# module zip lacks the web UI's compiled assets (ui/app/dist, built by npm in
+# Alertmanager's release), which ui/web.go embeds: the module is copied out of
+# the module cache and replaced by the copy, with a placeholder page where the
+# assets would be. The API the tests use does not need them.
+alertmanager_module() {
+	local dir="$WORK/alertmanager" src="$WORK/alertmanager-src" mod
+	mkdir -p "$dir"
+	(cd "$dir" && go mod download -json "github.com/prometheus/alertmanager@$ALERTMANAGER_VERSION" >"$WORK/am.json") ||
+		die "downloading github.com/prometheus/alertmanager $ALERTMANAGER_VERSION failed"
+	mod="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' "$WORK/am.json")"
+	[[ -d "$mod" ]] || die "go mod download named no directory for alertmanager $ALERTMANAGER_VERSION"
+	cp -r "$mod" "$src"
+	chmod -R u+w "$src"
+	for ui in elm mantine; do
+		mkdir -p "$src/ui/app/dist/$ui"
+		echo "<!doctype html><title>Alertmanager</title><p>Built by auditlens' deploy/e2e/build.sh without the web UI; the API is at /api/v2/." >"$src/ui/app/dist/$ui/index.html"
+	done
+	printf 'module auditlens.local/e2e/alertmanager\n\ngo 1.26\n\nrequire github.com/prometheus/alertmanager %s\n\nreplace github.com/prometheus/alertmanager => ../alertmanager-src\n' "$ALERTMANAGER_VERSION" >"$dir/go.mod"
+	printf '//go:build tools\n\n// Package tools pins the command built from this throwaway module.\npackage tools\n\nimport _ "github.com/prometheus/alertmanager/cmd/alertmanager"\n' >"$dir/tools.go"
+	log "resolving github.com/prometheus/alertmanager $ALERTMANAGER_VERSION (go mod tidy)"
+	(cd "$dir" && go mod tidy) || die "go mod tidy for alertmanager $ALERTMANAGER_VERSION failed"
+}
+
 for b in "${missing[@]}"; do
 	start=$SECONDS
 	case "$b" in
@@ -203,6 +234,17 @@ for b in "${missing[@]}"; do
 		(cd "$WORK/etcd" && go build -trimpath -o "$WORK/etcd.bin" go.etcd.io/etcd/server/v3) ||
 			die "building etcd failed"
 		mv -f "$WORK/etcd.bin" "$CACHE_DIR/etcd"
+		;;
+	alertmanager)
+		alertmanager_module
+		log "building alertmanager $ALERTMANAGER_VERSION"
+		# Version stamps as Prometheus' promu sets them, so that
+		# /api/v2/status and --version name the release.
+		(cd "$WORK/alertmanager" && go build -trimpath \
+			-ldflags "-X github.com/prometheus/common/version.Version=${ALERTMANAGER_VERSION#v}" \
+			-o "$WORK/alertmanager.bin" github.com/prometheus/alertmanager/cmd/alertmanager) ||
+			die "building alertmanager failed"
+		mv -f "$WORK/alertmanager.bin" "$CACHE_DIR/alertmanager"
 		;;
 	etcdctl | etcdutl)
 		etcd_tool_module "$b"
