@@ -158,7 +158,7 @@ alerts:
 	if got := hookEvents(); strings.Join(got, ",") != "new info" {
 		t.Errorf("webhook events %v, want [new info]", got)
 	}
-	if v := testutil.ToFloat64(n.m.Active.WithLabelValues("watch-loop", "info", "prod")); v != 1 {
+	if v := n.m.Active.value("watch-loop", "info", "prod"); v != 1 {
 		t.Errorf("auditlens_findings_active = %v, want 1", v)
 	}
 
