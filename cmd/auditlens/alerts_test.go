@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/auditlens/auditlens/alert"
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/internal/amtest"
 )
 
 // startAlertmanager runs the pinned Alertmanager (deploy/e2e/build.sh) on
@@ -35,47 +33,7 @@ func startAlertmanager(t *testing.T) string {
 	if err != nil {
 		t.Fatalf("building alertmanager with deploy/e2e/build.sh (needs Go and the module proxy; about a minute when not cached): %v", err)
 	}
-	bin := filepath.Join(strings.TrimSpace(string(out)), "alertmanager")
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, []byte("route:\n  receiver: nowhere\nreceivers:\n- name: nowhere\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "data"),
-		"--cluster.listen-address=", "--web.listen-address="+addr, "--log.level=warn")
-	logf, err := os.Create(filepath.Join(dir, "alertmanager.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("alertmanager log:\n%s", b)
-		}
-	})
-	base := "http://" + addr
-	waitFor(t, 20*time.Second, "alertmanager ready", func() bool {
-		resp, err := http.Get(base + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return base
+	return amtest.Start(t, filepath.Join(strings.TrimSpace(string(out)), "alertmanager"), t.TempDir())
 }
 
 // waitFor polls cond until it holds or the timeout passes.
@@ -90,29 +48,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// gettableAlert is the part of Alertmanager's GET /api/v2/alerts answer
-// the test reads.
-type gettableAlert struct {
-	Labels       map[string]string `json:"labels"`
-	Annotations  map[string]string `json:"annotations"`
-	EndsAt       time.Time         `json:"endsAt"`
-	GeneratorURL string            `json:"generatorURL"`
-	Status       struct {
-		State string `json:"state"`
-	} `json:"status"`
-}
-
-func amAlerts(t *testing.T, base, findingID string) []gettableAlert {
+func amAlerts(t *testing.T, base, findingID string) []amtest.Alert {
 	t.Helper()
-	q := url.Values{"filter": {fmt.Sprintf("finding_id=%q", findingID)}}
-	resp, err := http.Get(base + "/api/v2/alerts?" + q.Encode())
+	as, err := amtest.Alerts(base, fmt.Sprintf("finding_id=%q", findingID))
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var as []gettableAlert
-	if err := json.NewDecoder(resp.Body).Decode(&as); err != nil {
-		t.Fatalf("decoding GET /api/v2/alerts: %v", err)
 	}
 	return as
 }
@@ -198,7 +138,7 @@ alerts:
 	go func() { defer close(done); _ = n.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	var firing []gettableAlert
+	var firing []amtest.Alert
 	waitFor(t, 15*time.Second, "the watch-loop alert to fire", func() bool {
 		firing = amAlerts(t, base, loop.ID)
 		return len(firing) == 1 && firing[0].Status.State == "active"

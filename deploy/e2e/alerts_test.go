@@ -1,15 +1,14 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/amtest"
 )
 
 // TestAlertmanagerWatchLoop: the watch loop of seed-incident, run live
@@ -28,7 +27,7 @@ func TestAlertmanagerWatchLoop(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	am := startAlertmanager(t, dir)
+	am := amtest.Start(t, alertmanagerBin, dir)
 	cfg := filepath.Join(dir, "auditlens.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`alerts:
   ui_url: http://auditlens.example.com
@@ -54,7 +53,7 @@ func TestAlertmanagerWatchLoop(t *testing.T) {
 
 	// Watch Alertmanager while the loop runs.
 	var mu sync.Mutex
-	var firing *amAlert
+	var firing *amtest.Alert
 	var firedAt time.Time
 	stopWatch := make(chan struct{})
 	watched := make(chan struct{})
@@ -125,57 +124,8 @@ func TestAlertmanagerWatchLoop(t *testing.T) {
 	}
 }
 
-// startAlertmanager runs Alertmanager on a free 127.0.0.1 port, without
-// clustering, with one receiver that sends nowhere; it returns its URL.
-func startAlertmanager(t *testing.T, dir string) string {
-	t.Helper()
-	cfg := filepath.Join(dir, "alertmanager.yml")
-	if err := os.WriteFile(cfg, []byte("route:\n  receiver: nowhere\nreceivers:\n- name: nowhere\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startProc(t, dir, "alertmanager", alertmanagerBin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "alertmanager-data"),
-		"--cluster.listen-address=", "--web.listen-address="+addr)
-	base := "http://" + addr
-	if !poll(30*time.Second, 200*time.Millisecond, func() bool {
-		if p.exited() {
-			return false
-		}
-		resp, err := http.Get(base + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}) {
-		t.Fatalf("alertmanager is not ready\n%s", p.logTail(20))
-	}
-	return base
-}
-
-// amAlert is the part of an alert of GET /api/v2/alerts the test reads.
-type amAlert struct {
-	Labels       map[string]string `json:"labels"`
-	Annotations  map[string]string `json:"annotations"`
-	EndsAt       time.Time         `json:"endsAt"`
-	GeneratorURL string            `json:"generatorURL"`
-	Status       struct {
-		State string `json:"state"`
-	} `json:"status"`
-}
-
 // getAlerts returns Alertmanager's watch-loop alerts of cluster (those
 // whose endsAt has not passed).
-func getAlerts(base, cluster string) ([]amAlert, error) {
-	q := url.Values{"filter": {`alertname="watch-loop"`, fmt.Sprintf("cluster=%q", cluster)}}
-	resp, err := http.Get(base + "/api/v2/alerts?" + q.Encode())
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /api/v2/alerts: %s", resp.Status)
-	}
-	var as []amAlert
-	return as, json.NewDecoder(resp.Body).Decode(&as)
+func getAlerts(base, cluster string) ([]amtest.Alert, error) {
+	return amtest.Alerts(base, `alertname="watch-loop"`, fmt.Sprintf("cluster=%q", cluster))
 }
