@@ -1,13 +1,11 @@
 package web
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -17,8 +15,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/auditlens/auditlens/internal/secret"
 )
 
 // Browser sign-in. A browser cannot attach a bearer token to the links it
@@ -111,96 +107,6 @@ func (s *sessions) end(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.byID, sha256.Sum256([]byte(id)))
-}
-
-// authMode is what the read API asks of a client.
-func (s *server) authMode() string {
-	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil && s.cfg.Proxy == nil {
-		return "none"
-	}
-	return "token"
-}
-
-// authError is a failed authentication with the status it answers.
-type authError struct {
-	code int
-	err  error
-}
-
-func (e *authError) Error() string { return e.err.Error() }
-
-var errNoCredentials = &authError{http.StatusUnauthorized, errors.New("the read API needs a bearer token (--api-token or a Kubernetes token) or a signed-in session")}
-
-// tokenPrincipal returns what a bearer token may read: one of serve's
-// read tokens, or one the Reviewer knows.
-func (s *server) tokenPrincipal(ctx context.Context, tok string) (principal, error) {
-	if tok == "" {
-		return principal{}, errNoCredentials
-	}
-	if i := secret.Match(tok, s.tokens); i >= 0 {
-		if cl := s.cfg.APITokens[i].Clusters; len(cl) > 0 {
-			return principal{clusters: cl}, nil
-		}
-		return everyCluster, nil
-	}
-	if s.cfg.Reviewer == nil {
-		return principal{}, &authError{http.StatusUnauthorized, errors.New("unknown bearer token")}
-	}
-	a, err := s.cfg.Reviewer.ReviewToken(ctx, tok)
-	switch {
-	case errors.Is(err, ErrUnknownToken):
-		return principal{}, &authError{http.StatusUnauthorized, errors.New("unknown bearer token (the Kubernetes apiserver does not accept it either)")}
-	case err != nil:
-		return principal{}, &authError{http.StatusServiceUnavailable, fmt.Errorf("cannot check the token now: %w", err)}
-	case a.All:
-		return everyCluster, nil
-	case len(a.Clusters) == 0:
-		return principal{}, &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: bind a ClusterRole that allows get on clusters.auditlens.io (named by the cluster) (README, Access)", a.User)}
-	}
-	return principal{clusters: a.Clusters}, nil
-}
-
-// authenticated returns the request's principal and how it authenticated
-// ("proxy", "bearer" or "cookie"), or why it did not.
-func (s *server) authenticated(c *gin.Context) (principal, string, error) {
-	if s.cfg.Proxy != nil {
-		if p, user, ok := s.cfg.Proxy.principal(c.Request); ok {
-			if !p.all && len(p.clusters) == 0 {
-				return principal{}, "", &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: none of its groups is mapped (serve --auth-proxy-group GROUP=CLUSTER)", user)}
-			}
-			return p, "proxy", nil
-		}
-	}
-	if tok, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer "); ok {
-		p, err := s.tokenPrincipal(c.Request.Context(), tok)
-		if err != nil {
-			return principal{}, "", err
-		}
-		return p, "bearer", nil
-	}
-	if id, err := c.Cookie(sessionCookie); err == nil {
-		if p, ok := s.sessions.get(id); ok {
-			return p, "cookie", nil
-		}
-	}
-	return principal{}, "", errNoCredentials
-}
-
-func (s *server) auth(c *gin.Context) {
-	if s.authMode() == "none" {
-		c.Set(principalKey, everyCluster)
-		return
-	}
-	p, _, err := s.authenticated(c)
-	if err != nil {
-		var ae *authError
-		if !errors.As(err, &ae) {
-			ae = &authError{http.StatusInternalServerError, err}
-		}
-		s.fail(c, ae.code, ae.err)
-		return
-	}
-	c.Set(principalKey, p)
 }
 
 type sessionState struct {
