@@ -144,7 +144,7 @@ func (p principal) within(clusters []string) bool {
 
 // authMode is what the read API asks of a client.
 func (s *server) authMode() string {
-	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil && s.cfg.Proxy == nil {
+	if len(s.cfg.APITokens) == 0 && s.cfg.Reviewer == nil && s.cfg.Proxy == nil && s.cfg.OIDC == nil {
 		return "none"
 	}
 	return "token"
@@ -208,8 +208,8 @@ func (s *server) authenticated(c *gin.Context) (principal, string, error) {
 		return p, "bearer", nil
 	}
 	if id, err := c.Cookie(sessionCookie); err == nil {
-		if p, ok := s.sessions.get(id); ok {
-			return p, "cookie", nil
+		if se, ok := s.sessions.get(id); ok {
+			return se.who, "cookie", nil
 		}
 	}
 	return principal{}, "", errNoCredentials
@@ -319,22 +319,9 @@ func (p *AuthProxy) principal(r *http.Request) (principal, string, bool) {
 	if user == "" || !p.trusted(r) {
 		return principal{}, "", false
 	}
-	var pr principal
+	var groups []string
 	for _, hv := range r.Header.Values(gh) {
-		for g := range strings.SplitSeq(hv, ",") {
-			cl, ok := p.Groups[strings.TrimSpace(g)]
-			switch {
-			case !ok:
-			case len(cl) == 0:
-				return everyCluster, user, true
-			default:
-				for _, c := range cl {
-					if !slices.Contains(pr.clusters, c) {
-						pr.clusters = append(pr.clusters, c)
-					}
-				}
-			}
-		}
+		groups = append(groups, strings.Split(hv, ",")...)
 	}
-	return pr, user, true
+	return groupsPrincipal(p.Groups, groups), user, true
 }

@@ -21,7 +21,8 @@ import (
 // opens (a report in a new tab) or keep one safely in script-readable
 // storage, so the UI trades a token once for a session cookie: random,
 // HttpOnly (no script reads it), SameSite=Strict (no other site's page
-// makes the browser send it), Secure when served over TLS, and known only
+// makes the browser send it), Secure when served over TLS (or behind a
+// TLS-terminating proxy, Config.SecureCookies), and known only
 // to this process (a restart signs everyone out). The read API accepts
 // either the bearer token or the cookie.
 //
@@ -49,6 +50,7 @@ type sessions struct {
 type session struct {
 	expires time.Time
 	who     principal
+	user    string // the provider's name of the user (OIDC); empty for a token
 }
 
 func newSessions(ttl time.Duration, now func() time.Time) *sessions {
@@ -58,8 +60,9 @@ func newSessions(ttl time.Duration, now func() time.Time) *sessions {
 	return &sessions{byID: map[[sha256.Size]byte]session{}, ttl: ttl, now: now}
 }
 
-// create starts a session of p and returns its cookie value.
-func (s *sessions) create(p principal) (string, error) {
+// create starts a session of p (signed in as user, when known) and
+// returns its cookie value.
+func (s *sessions) create(p principal, user string) (string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
@@ -83,14 +86,14 @@ func (s *sessions) create(p principal) (string, error) {
 		}
 		delete(s.byID, oldest)
 	}
-	s.byID[sha256.Sum256([]byte(id))] = session{expires: now.Add(s.ttl), who: p}
+	s.byID[sha256.Sum256([]byte(id))] = session{expires: now.Add(s.ttl), who: p, user: user}
 	return id, nil
 }
 
-// get returns the principal of the live session a cookie value names.
-func (s *sessions) get(id string) (principal, bool) {
+// get returns the live session a cookie value names.
+func (s *sessions) get(id string) (session, bool) {
 	if id == "" {
-		return principal{}, false
+		return session{}, false
 	}
 	k := sha256.Sum256([]byte(id))
 	s.mu.Lock()
@@ -98,9 +101,9 @@ func (s *sessions) get(id string) (principal, bool) {
 	se, ok := s.byID[k]
 	if ok && !s.now().Before(se.expires) {
 		delete(s.byID, k)
-		return principal{}, false
+		return session{}, false
 	}
-	return se.who, ok
+	return se, ok
 }
 
 func (s *sessions) end(id string) {
@@ -115,18 +118,68 @@ type sessionState struct {
 	SignedIn bool   `json:"signed_in"`
 	// Via is "proxy", "bearer" or "cookie" when signed in.
 	Via string `json:"via,omitempty"`
+	// User is who signed in, when the provider or proxy named them.
+	User string `json:"user,omitempty"`
+	// Methods are the ways a browser may sign in: "token" (a read token
+	// traded for a cookie) and "oidc" (the provider's sign-in page).
+	Methods []string `json:"methods,omitempty"`
+	// Provider names the OIDC provider for the sign-in button.
+	Provider string `json:"provider,omitempty"`
 }
 
-// getSession tells the UI whether it must sign in. It says nothing but
-// that, so it needs no authentication.
+// tokenSignIn reports whether a bearer token can be traded for a cookie.
+func (s *server) tokenSignIn() bool {
+	return len(s.cfg.APITokens) > 0 || s.cfg.Reviewer != nil
+}
+
+// getSession tells the UI whether it must sign in, and how it may. It
+// says nothing more, so it needs no authentication.
 func (s *server) getSession(c *gin.Context) {
-	st := sessionState{Auth: s.authMode()}
+	st := s.state()
 	if st.Auth != "none" {
 		_, st.Via, _ = s.authenticated(c)
 		st.SignedIn = st.Via != ""
+		st.User = s.userOf(c, st.Via)
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, st)
+}
+
+func (s *server) state() sessionState {
+	st := sessionState{Auth: s.authMode()}
+	if st.Auth == "none" {
+		return st
+	}
+	if s.tokenSignIn() {
+		st.Methods = append(st.Methods, "token")
+	}
+	if s.cfg.OIDC != nil {
+		st.Methods = append(st.Methods, "oidc")
+		st.Provider = s.cfg.OIDC.Name
+	}
+	return st
+}
+
+// userOf names the signed-in user of a session cookie or the proxy.
+func (s *server) userOf(c *gin.Context, via string) string {
+	switch via {
+	case "cookie":
+		id, _ := c.Cookie(sessionCookie)
+		se, _ := s.sessions.get(id)
+		return se.user
+	case "proxy":
+		_, user, _ := s.cfg.Proxy.principal(c.Request)
+		return user
+	}
+	return ""
+}
+
+// setSessionCookie gives the browser its session.
+func (s *server) setSessionCookie(c *gin.Context, id string) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(s.sessions.ttl.Seconds()),
+		HttpOnly: true, Secure: s.secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
+	})
 }
 
 // sameOrigin reports whether the request's Origin, when it sends one, is
@@ -155,6 +208,10 @@ func (s *server) signIn(c *gin.Context) {
 		c.JSON(http.StatusOK, sessionState{Auth: "none"})
 		return
 	}
+	if !s.tokenSignIn() {
+		s.fail(c, http.StatusUnauthorized, errOIDCOnly)
+		return
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
@@ -176,16 +233,15 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, ae.code, ae.err)
 		return
 	}
-	id, err := s.sessions.create(p)
+	id, err := s.sessions.create(p, "")
 	if err != nil {
 		s.fail(c, http.StatusInternalServerError, err)
 		return
 	}
-	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(s.sessions.ttl.Seconds()),
-		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
-	c.JSON(http.StatusOK, sessionState{Auth: "token", SignedIn: true, Via: "cookie"})
+	s.setSessionCookie(c, id)
+	st := s.state()
+	st.SignedIn, st.Via = true, "cookie"
+	c.JSON(http.StatusOK, st)
 }
 
 // signOut ends the session and clears its cookie.
@@ -195,8 +251,8 @@ func (s *server) signOut(c *gin.Context) {
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, Secure: c.Request.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: s.secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
 	})
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, sessionState{Auth: s.authMode()})
+	c.JSON(http.StatusOK, s.state())
 }

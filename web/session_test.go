@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -40,10 +41,10 @@ func TestSessions(t *testing.T) {
 		return st
 	}
 
-	if st := state(do("GET", "/api/v1/session", "", nil)); st != (sessionState{Auth: "token"}) {
+	if st := state(do("GET", "/api/v1/session", "", nil)); !reflect.DeepEqual(st, sessionState{Auth: "token", Methods: []string{"token"}}) {
 		t.Errorf("GET /api/v1/session without credentials: %+v", st)
 	}
-	if st := state(do("GET", "/api/v1/session", "", map[string]string{"Authorization": "Bearer tok-b"})); st != (sessionState{Auth: "token", SignedIn: true, Via: "bearer"}) {
+	if st := state(do("GET", "/api/v1/session", "", map[string]string{"Authorization": "Bearer tok-b"})); !reflect.DeepEqual(st, sessionState{Auth: "token", SignedIn: true, Via: "bearer", Methods: []string{"token"}}) {
 		t.Errorf("GET /api/v1/session with a bearer token: %+v", st)
 	}
 
@@ -93,7 +94,7 @@ func TestSessions(t *testing.T) {
 	if rec := do("GET", "/api/v1/reports", "", nil, &http.Cookie{Name: sessionCookie, Value: ck.Value + "x"}); rec.Code != 401 {
 		t.Errorf("reports with a forged cookie: %d", rec.Code)
 	}
-	if st := state(do("GET", "/api/v1/session", "", nil, ck)); st != (sessionState{Auth: "token", SignedIn: true, Via: "cookie"}) {
+	if st := state(do("GET", "/api/v1/session", "", nil, ck)); !reflect.DeepEqual(st, sessionState{Auth: "token", SignedIn: true, Via: "cookie", Methods: []string{"token"}}) {
 		t.Errorf("GET /api/v1/session with the cookie: %+v", st)
 	}
 
@@ -136,13 +137,13 @@ func TestSessionsOpenAPI(t *testing.T) {
 func TestSessionsBounded(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	s := newSessions(time.Hour, func() time.Time { return now })
-	first, err := s.create(everyCluster)
+	first, err := s.create(everyCluster, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range maxSessions {
 		now = now.Add(time.Millisecond)
-		if _, err := s.create(everyCluster); err != nil {
+		if _, err := s.create(everyCluster, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -52,8 +52,15 @@ type Config struct {
 	// Proxy, when set, trusts an authenticating proxy's user and groups
 	// headers on connections from its addresses.
 	Proxy *AuthProxy
-	// SessionTTL is how long a browser that signed in with a token stays
-	// signed in (default DefaultSessionTTL).
+	// OIDC, when set, signs browsers in with an OpenID Connect provider
+	// (GET /auth/oidc/login and /auth/oidc/callback).
+	OIDC *OIDC
+	// SecureCookies marks cookies Secure on plain HTTP too: serve behind
+	// a TLS-terminating proxy, whose clients see https. Over TLS they
+	// always are.
+	SecureCookies bool
+	// SessionTTL is how long a browser that signed in stays signed in
+	// (default DefaultSessionTTL).
 	SessionTTL time.Duration
 	// Ready reports readiness for /readyz; nil means always ready.
 	Ready  *atomic.Bool
@@ -84,7 +91,7 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.MaxConcurrentJQ <= 0 {
 		cfg.MaxConcurrentJQ = 4
 	}
-	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now)}
+	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now)}
 	for _, t := range cfg.APITokens {
 		s.tokens = append(s.tokens, t.Token)
 	}
@@ -114,6 +121,10 @@ func NewRouter(cfg Config) http.Handler {
 	r.GET("/api/v1/session", s.getSession)
 	r.POST("/api/v1/session", s.signIn)
 	r.DELETE("/api/v1/session", s.signOut)
+	if cfg.OIDC != nil {
+		r.GET("/auth/oidc/login", s.oidcLogin)
+		r.GET("/auth/oidc/callback", s.oidcCallback)
+	}
 	api := r.Group("/api/v1", s.auth)
 	api.GET("/info", s.info)
 	if cfg.Findings != nil {
@@ -139,6 +150,7 @@ type server struct {
 	cfg      Config
 	jqSlots  chan struct{}
 	sessions *sessions
+	oidc     *oidcFlows
 	tokens   []string // cfg.APITokens' tokens, for secret.Match
 }
 

@@ -46,13 +46,13 @@ func loopbackAddr(listen string) bool {
 // Kubernetes tokens reviewed by the apiserver) or client certificates
 // (--client-ca, which every connection must then present), unless the
 // operator opts out by name.
-func checkReadAccess(listen string, tokens, clientCerts, optOut bool) error {
-	if tokens || clientCerts || optOut || loopbackAddr(listen) {
+func checkReadAccess(listen string, credentials, clientCerts, optOut bool) error {
+	if credentials || clientCerts || optOut || loopbackAddr(listen) {
 		return nil
 	}
 	return fmt.Errorf("%w: --listen %s is not a loopback address, and the read API and UI (every stored audit event: who did what, from where) "+
 		"would answer anyone who reaches it. Give the read side credentials: --api-token-file FILE (or --api-token TOKEN) for bearer tokens, "+
-		"--kube-auth-kubeconfig FILE or --kube-auth-in-cluster for Kubernetes tokens, "+
+		"--kube-auth-kubeconfig FILE or --kube-auth-in-cluster for Kubernetes tokens, --oidc-issuer (and its flags) for browser sign-in, "+
 		"or --client-ca for client certificates; or listen on 127.0.0.1; or, only behind something that authenticates for you, --%s",
 		errUsage, listen, insecureReadsFlag)
 }
@@ -139,14 +139,14 @@ func storedClusters(ctx context.Context, st store.Store) ([]string, error) {
 
 // authProxy builds the trusted proxy of the --auth-proxy-* flags; nil when
 // none is set.
-func authProxy(from, groups []string, userHdr, groupsHdr string) (*web.AuthProxy, error) {
+func authProxy(from, groups []string, userHdr, groupsHdr string) (p *web.AuthProxy, err error) {
 	if len(from) == 0 && len(groups) == 0 {
 		return nil, nil
 	}
 	if len(from) == 0 || len(groups) == 0 {
 		return nil, fmt.Errorf("%w: --auth-proxy-from and --auth-proxy-group go together: whose headers to trust, and what their groups may read", errUsage)
 	}
-	p := &web.AuthProxy{UserHeader: userHdr, GroupsHeader: groupsHdr, Groups: map[string][]string{}}
+	p = &web.AuthProxy{UserHeader: userHdr, GroupsHeader: groupsHdr}
 	for _, f := range from {
 		pre, err := netip.ParsePrefix(strings.TrimSpace(f))
 		if err != nil {
@@ -154,19 +154,31 @@ func authProxy(from, groups []string, userHdr, groupsHdr string) (*web.AuthProxy
 		}
 		p.From = append(p.From, pre.Masked())
 	}
-	for _, g := range groups {
+	p.Groups, err = groupMap("auth-proxy-group", groups)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// groupMap reads the GROUP=CLUSTER[,CLUSTER...] and GROUP=* values of a
+// repeatable flag into what each group may read (an empty list: every
+// cluster).
+func groupMap(flagName string, values []string) (map[string][]string, error) {
+	groups := map[string][]string{}
+	for _, g := range values {
 		name, clusters, err := web.ParseProxyGroup(g, ingest.ValidName)
 		if err != nil {
-			return nil, fmt.Errorf("%w: --auth-proxy-group: %v", errUsage, err)
+			return nil, fmt.Errorf("%w: --%s: %v", errUsage, flagName, err)
 		}
-		if prev, ok := p.Groups[name]; ok && len(prev) == 0 {
+		if prev, ok := groups[name]; ok && len(prev) == 0 {
 			continue // already every cluster
 		}
 		if len(clusters) == 0 {
-			p.Groups[name] = []string{}
+			groups[name] = []string{}
 			continue
 		}
-		p.Groups[name] = append(p.Groups[name], clusters...)
+		groups[name] = append(groups[name], clusters...)
 	}
-	return p, nil
+	return groups, nil
 }

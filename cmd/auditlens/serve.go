@@ -62,6 +62,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	df.register(fs)
 	var rf redactFlags
 	rf.register(fs)
+	var of oidcFlags
+	of.register(fs)
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
 	fs.Var(&proxyFrom, "auth-proxy-from", "CIDR: trust an authenticating proxy's user and groups headers on connections from these addresses only, e.g. 127.0.0.1/32 for a sidecar (repeatable)")
 	fs.Var(&proxyGroups, "auth-proxy-group", "GROUP=CLUSTER[,CLUSTER...] or GROUP=*: what the proxy's users in GROUP may read (repeatable)")
@@ -107,7 +109,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
 	}
 	kubeAuth := *kubeAuthKC != "" || *kubeAuthPod
-	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth || proxy != nil, *clientCA != "", *openReads); err != nil {
+	oidcCfg, secureCookies, err := of.config()
+	if err != nil {
+		return err
+	}
+	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth || proxy != nil || oidcCfg != nil, *clientCA != "", *openReads); err != nil {
 		return err
 	}
 	if *openReads && !loopbackAddr(*listen) {
@@ -170,6 +176,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reviewer, err := newKubeReviewer(*kubeAuthKC, *kubeAuthPod, *kubeAuthTTL, st)
 	if err != nil {
 		return err
+	}
+	if oidcCfg != nil {
+		// A provider that does not answer now is tried again at each
+		// sign-in; say so now rather than at the first one.
+		if err := oidcCfg.Provider.(oidcProvider).check(ctx); err != nil {
+			log.Warn("OIDC provider does not answer yet; sign-in will retry it", "err", err)
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -240,6 +253,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		APITokens:       readTokens,
 		Reviewer:        reviewer,
 		Proxy:           proxy,
+		OIDC:            oidcCfg,
+		SecureCookies:   secureCookies,
 		Ready:           &ready,
 		Logger:          log,
 		Info:            kubeconfig,

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # build.sh — make sure the pinned kube-apiserver, kube-controller-manager,
 # etcd, etcd's snapshot tools (etcdctl, etcdutl), an OpenTelemetry
-# Collector (otelcol) and Prometheus Alertmanager (alertmanager) are built in
-# the user cache, and print the cache directory on stdout.
+# Collector (otelcol), Prometheus Alertmanager (alertmanager) and an OpenID
+# Connect provider (oidcop) are built in the user cache, and print the cache
+# directory on stdout.
 #
-#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol, alertmanager
+#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol, alertmanager, oidcop
 #   deploy/e2e/build.sh kube-scheduler   only the binaries named (also etcd, etcdctl, ...)
 #   deploy/e2e/build.sh --print-dir      print the directory, build nothing
 #
@@ -14,7 +15,9 @@
 # tidy`, `go build`; Alertmanager the same way from
 # github.com/prometheus/alertmanager/cmd/alertmanager. The collector is the module in otelcol/ beside this
 # script (its go.sum committed, so nothing is resolved): the filelog receiver
-# and the otlphttp exporter, at the versions versions.env names.
+# and the otlphttp exporter, at the versions versions.env names. The OIDC
+# provider is the module in oidcop/ (go.sum committed too): zitadel/oidc's
+# example provider with a users file and a groups claim.
 # Binaries land in ${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/<kubernetes
 # version>/ with a stamp recording the versions they were built from; a cached
 # binary whose stamp matches is never rebuilt. Nothing is written inside the
@@ -29,7 +32,8 @@
 # caches, 4 min 44 s on a loaded machine; 18 s when the build cache holds its
 # packages; measured); alertmanager adds 1-4 (3 min 33 s, 2 min 10 s of CPU,
 # with an empty build cache on a loaded machine; 38 s when the build cache
-# holds the packages it shares with the others; measured).
+# holds the packages it shares with the others; measured); oidcop adds
+# under a minute.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -41,7 +45,9 @@ source "$HERE/versions.env"
 : "${OTELCOL_VERSION:?versions.env sets no OTELCOL_VERSION}"
 : "${OTELCOL_CONTRIB_VERSION:?versions.env sets no OTELCOL_CONTRIB_VERSION}"
 : "${ALERTMANAGER_VERSION:?versions.env sets no ALERTMANAGER_VERSION}"
+: "${ZITADEL_OIDC_VERSION:?versions.env sets no ZITADEL_OIDC_VERSION}"
 OTELCOL_SRC="$HERE/otelcol"
+OIDCOP_SRC="$HERE/oidcop"
 
 CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/auditlens/e2e/$KUBERNETES_VERSION"
 STAMP="$CACHE_DIR/stamp"
@@ -73,6 +79,7 @@ stamp_line() {
 	alertmanager) echo "alertmanager github.com/prometheus/alertmanager@$ALERTMANAGER_VERSION recipe=$RECIPE" ;;
 	# The sources' hash: a changed main.go or go.sum rebuilds.
 	otelcol) echo "otelcol collector@$OTELCOL_VERSION contrib@$OTELCOL_CONTRIB_VERSION src=$(cat "$OTELCOL_SRC/go.mod" "$OTELCOL_SRC/go.sum" "$OTELCOL_SRC/main.go" | sha256sum | cut -c1-16) recipe=$RECIPE" ;;
+	oidcop) echo "oidcop zitadel/oidc@$ZITADEL_OIDC_VERSION src=$(cat "$OIDCOP_SRC/go.mod" "$OIDCOP_SRC/go.sum" "$OIDCOP_SRC/main.go" | sha256sum | cut -c1-16) recipe=$RECIPE" ;;
 	*) echo "$1 k8s.io/kubernetes@$KUBERNETES_VERSION staging@$KUBERNETES_STAGING_VERSION recipe=$RECIPE" ;;
 	esac
 }
@@ -97,12 +104,12 @@ print_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--print-dir) print_only=1 ;;
-	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | otelcol | alertmanager) want+=("$arg") ;;
+	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | otelcol | alertmanager | oidcop) want+=("$arg") ;;
 	-h | --help)
 		sed -n '2,30p' "$0" >&2
 		exit 0
 		;;
-	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, otelcol, alertmanager or --print-dir)" ;;
+	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, otelcol, alertmanager, oidcop or --print-dir)" ;;
 	esac
 done
 if [[ $print_only == 1 ]]; then
@@ -111,8 +118,9 @@ if [[ $print_only == 1 ]]; then
 fi
 # etcdctl and etcdutl: the rv-rollback scenarios snapshot and restore etcd
 # with the real tools. otelcol: the OTLP test ships the audit log with it.
-# alertmanager: the alerts test pushes findings to it.
-[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd etcdctl etcdutl otelcol alertmanager)
+# alertmanager: the alerts test pushes findings to it. oidcop: the browser
+# sign-in tests sign in with it.
+[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd etcdctl etcdutl otelcol alertmanager oidcop)
 
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache directory (make e2e-bins and a test may race).
@@ -227,6 +235,13 @@ for b in "${missing[@]}"; do
 		(cd "$OTELCOL_SRC" && go build -mod=readonly -trimpath -ldflags "-X main.version=$OTELCOL_VERSION" \
 			-o "$WORK/otelcol.bin" .) || die "building otelcol failed"
 		mv -f "$WORK/otelcol.bin" "$CACHE_DIR/otelcol"
+		;;
+	oidcop)
+		grep -qF "	github.com/zitadel/oidc/v3 $ZITADEL_OIDC_VERSION" "$OIDCOP_SRC/go.mod" ||
+			die "$OIDCOP_SRC/go.mod does not require github.com/zitadel/oidc/v3 $ZITADEL_OIDC_VERSION as versions.env says: change both together"
+		log "building oidcop (zitadel/oidc $ZITADEL_OIDC_VERSION)"
+		(cd "$OIDCOP_SRC" && go build -mod=readonly -trimpath -o "$WORK/oidcop.bin" .) || die "building oidcop failed"
+		mv -f "$WORK/oidcop.bin" "$CACHE_DIR/oidcop"
 		;;
 	etcd)
 		etcd_module

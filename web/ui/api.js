@@ -1,9 +1,11 @@
 // API client: JSON and NDJSON reads with the API's {"error": "…"} shape.
 
 export class ApiError extends Error {
-  constructor(status, message, { missing = false } = {}) {
+  constructor(status, message, { missing = false, detail = '' } = {}) {
     super(message);
     this.status = status;
+    // detail: the server's own words, without the path and status.
+    this.detail = detail || message;
     // missing: the endpoint does not exist on this server (a 404 that is
     // not one of the API's JSON errors), e.g. an older auditlens.
     this.missing = missing;
@@ -24,7 +26,7 @@ async function failure(res, url) {
   if (!msg) msg = (text.trim().slice(0, 300) || res.statusText || 'request failed');
   const path = url.split('?')[0];
   return new ApiError(res.status, `${path}: ${res.status} ${msg}`.trim(), {
-    missing: res.status === 404 && !isJSON,
+    missing: res.status === 404 && !isJSON, detail: msg,
   });
 }
 
@@ -91,8 +93,9 @@ async function send(method, url, body) {
   return res.json();
 }
 
-// session tells whether the read API wants credentials and whether this
-// browser has them: {auth: "none"|"token", signed_in, via}.
+// session tells whether the read API wants credentials, how a browser may
+// sign in and whether this one has: {auth: "none"|"token", signed_in, via,
+// user, methods: ["token", "oidc"], provider}.
 export const session = () => getJSON('/api/v1/session');
 export const signIn = (token) => send('POST', '/api/v1/session', { token });
 export const signOut = () => send('DELETE', '/api/v1/session');

@@ -80,6 +80,10 @@ async function route() {
       showSignIn(ac);
       return;
     }
+    if (err && err.status === 403) {
+      showForbidden(ac, err);
+      return;
+    }
     showError(err);
     body.dataset.renderMs = String(Math.round(performance.now() - navStart));
     body.dataset.state = 'error';
@@ -90,18 +94,38 @@ async function route() {
 
 const signOutBtn = document.getElementById('signout');
 
+const whoami = document.getElementById('whoami');
+
+// showAccount shows who is signed in and the sign-out button, which only
+// a session this browser signed in to has (a proxy's user cannot sign out
+// here).
+function showAccount(st) {
+  const mine = Boolean(st && st.signed_in && st.via === 'cookie');
+  signOutBtn.hidden = !mine;
+  whoami.textContent = st && st.signed_in && st.user ? st.user : '';
+  whoami.hidden = !whoami.textContent;
+}
+
+function refreshAccount() {
+  return session().then((st) => { showAccount(st); return st; }).catch(() => null);
+}
+
 // showSignIn replaces the page with the sign-in form; once signed in, the
 // page that asked is rendered again.
-function showSignIn(ac) {
+async function showSignIn(ac) {
   clear(main);
   errorBox.hidden = true;
   body.dataset.view = 'signin';
+  body.dataset.state = 'loading';
   document.title = 'Sign in · auditlens';
-  signOutBtn.hidden = true;
+  showAccount(null);
+  const st = await session().catch(() => null);
+  if (ac !== current) return;
   signin.render({ main }, {
+    state: st,
     onSignedIn: () => {
       if (ac !== current) return;
-      signOutBtn.hidden = false;
+      refreshAccount();
       navStart = performance.now();
       route();
     },
@@ -110,7 +134,21 @@ function showSignIn(ac) {
   body.dataset.state = 'ready';
 }
 
-signOutBtn.addEventListener('click', async () => {
+// showForbidden replaces the page with why this client may read nothing.
+async function showForbidden(ac, err) {
+  clear(main);
+  errorBox.hidden = true;
+  body.dataset.view = 'forbidden';
+  body.dataset.state = 'loading';
+  document.title = 'No access · auditlens';
+  const st = await refreshAccount();
+  if (ac !== current) return;
+  signin.forbidden({ main }, { state: st, err, onSignOut: doSignOut });
+  body.dataset.renderMs = String(Math.round(performance.now() - navStart));
+  body.dataset.state = 'ready';
+}
+
+async function doSignOut() {
   try {
     await signOut();
   } catch (err) {
@@ -122,10 +160,11 @@ signOutBtn.addEventListener('click', async () => {
   current = new AbortController();
   navStart = performance.now();
   showSignIn(current);
-});
+}
 
-// The button shows only for a session this browser signed in to.
-session().then((st) => { signOutBtn.hidden = !(st && st.via === 'cookie'); }).catch(() => {});
+signOutBtn.addEventListener('click', doSignOut);
+
+refreshAccount();
 
 // ---- links within the app -------------------------------------------------
 
