@@ -290,7 +290,7 @@ func (s *server) authPage(c *gin.Context, status int, title, message, user strin
 	c.Header("Content-Type", "text/html; charset=utf-8")
 	c.Status(status)
 	if err := authPageTemplate.Execute(c.Writer, struct {
-		Status                int
+		Status               int
 		Title, Message, User string
 	}{status, title, message, user}); err != nil {
 		s.cfg.Logger.Error("auth page", "err", err)

@@ -55,7 +55,7 @@ func TestOIDCSignIn(t *testing.T) {
 	}}
 	h := NewRouter(Config{Findings: findings, SecureCookies: true, OIDC: &OIDC{
 		Provider: realProvider{c}, Name: "Example SSO",
-		Groups:   map[string][]string{"sre": {"alpha"}, "admins": {}},
+		Groups: map[string][]string{"sre": {"alpha"}, "admins": {}},
 	}})
 	srv := httptest.NewUnstartedServer(h)
 	l, err := (&net.ListenConfig{}).Listen(t.Context(), "tcp", addr)
