@@ -269,8 +269,8 @@ var authPageTemplate = template.Must(template.New("auth").Parse(`<!doctype html>
 <link rel="icon" href="/ui/favicon.svg" type="image/svg+xml">
 <link rel="stylesheet" href="/ui/app.css">
 </head>
-<body data-view="auth" data-status="{{.Status}}">
-<header class="top"><a class="brand" href="/">auditlens</a></header>
+<body data-view="auth" data-state="ready" data-status="{{.Status}}">
+<header class="top"><a class="brand" href="/"><span class="brand-mark" aria-hidden="true"></span>auditlens</a></header>
 <main>
 <section class="card signin" id="auth-result">
 <div class="card-head"><h1>{{.Title}}</h1></div>

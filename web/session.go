@@ -140,6 +140,11 @@ func (s *server) getSession(c *gin.Context) {
 		_, st.Via, _ = s.authenticated(c)
 		st.SignedIn = st.Via != ""
 		st.User = s.userOf(c, st.Via)
+		if st.User == "" && s.cfg.Proxy != nil {
+			// A proxy's user whose groups read nothing is still known:
+			// the 403 page names them.
+			_, st.User, _ = s.cfg.Proxy.principal(c.Request)
+		}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, st)

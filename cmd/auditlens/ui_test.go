@@ -58,7 +58,7 @@ type browser struct {
 	problems []string
 }
 
-func newBrowser(t testing.TB, width, height int) *browser {
+func newBrowser(t testing.TB, width, height int, extra ...chromedp.ExecAllocatorOption) *browser {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
@@ -72,6 +72,7 @@ func newBrowser(t testing.TB, width, height int) *browser {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(width, height),
 	}
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	b := &browser{t: t}
 	ctx, cancel := chromedp.NewContext(actx, chromedp.WithListener(func(ev any) {
