@@ -7,6 +7,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -123,10 +124,20 @@ func randomToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
-// localPath keeps a return path on this server: an absolute path, never
-// "//host" or "/\host" (which browsers read as another host).
+// localPath keeps a return path on this server: an absolute path that
+// parses as a URL without scheme or host, never "//host", with no
+// backslash (browsers read "/\host" as "//host") and no control
+// character (browsers drop tabs and newlines, so "/\t/host" is "//host").
 func localPath(p string) string {
-	if p == "" || p[0] != '/' || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
+	if p == "" || p[0] != '/' || strings.HasPrefix(p, "//") || strings.ContainsRune(p, '\\') {
+		return "/"
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return "/"
+		}
+	}
+	if u, err := url.Parse(p); err != nil || u.Scheme != "" || u.Host != "" {
 		return "/"
 	}
 	return p

@@ -248,10 +248,25 @@ func mustURL(s string) *url.URL {
 
 func TestLocalPath(t *testing.T) {
 	for in, want := range map[string]string{
-		"": "/", "/": "/", "/jq?x=1": "/jq?x=1", "//evil": "/", "/\\evil": "/", "http://evil/": "/", "jq": "/", "/a\r\nSet-Cookie: x": "/",
+		"": "/", "/": "/", "/jq?x=1": "/jq?x=1", "//evil": "/", "/\\evil": "/", "http://evil/": "/", "jq": "/", "/a\r\nSet-Cookie: x": "/", "/\t/evil": "/", "/%": "/", "/a\\b": "/",
 	} {
 		if got := localPath(in); got != want {
 			t.Errorf("localPath(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzLocalPath: whatever a return parameter holds, the redirect after
+// sign-in stays on this server.
+func FuzzLocalPath(f *testing.F) {
+	for _, s := range []string{"/", "/jq?x=1", "//evil", "/\\evil", "https://evil/", "/%2f%2fevil", "\t//evil"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		out := localPath(in)
+		u, err := url.Parse(out)
+		if err != nil || u.Host != "" || u.Scheme != "" || !strings.HasPrefix(out, "/") || strings.HasPrefix(out, "//") || strings.ContainsAny(out, "\\\t\r\n") {
+			t.Errorf("localPath(%q) = %q leaves the server", in, out)
+		}
+	})
 }
