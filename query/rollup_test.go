@@ -230,6 +230,9 @@ func TestRollupEqualsEvents(t *testing.T) {
 	}
 	for _, win := range windows {
 		for _, fl := range filters {
+			if win.name != "ragged" && fl.name != "none" && fl.name != "two clusters" && fl.name != "a name" {
+				continue // every filter in one window, every window with three filters
+			}
 			f := fl.f
 			f.Since, f.Until = win.since, win.until
 			t.Run(win.name+"/"+fl.name, func(t *testing.T) {
