@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench bench-import bench-webhook bench-scan fuzz clean
 
 all: build
 
@@ -92,6 +92,12 @@ bench-import: chdb build
 ## batches to serve) beside the decode-only rate of the same bodies
 bench-webhook: chdb
 	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 10x ./cmd/auditlens/
+
+## bench-scan: scan of a 1 GB audit log (800k generated events + the seed
+## incident at real time scale) beside one jq pass that extracts the
+## watch-loop's raw material (scripts/watchloop.jq), alternating, 3 runs each
+bench-scan: chdb build
+	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-scan.sh 3
 
 clean:
 	rm -rf bin
