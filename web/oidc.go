@@ -309,4 +309,7 @@ func (s *server) authPage(c *gin.Context, status int, title, message, user strin
 	c.Abort()
 }
 
-var errOIDCOnly = errors.New("this auditlens signs in with its OpenID Connect provider only: use the sign-in button")
+var (
+	errOIDCOnly       = errors.New("this auditlens signs in with its OpenID Connect provider only: use the sign-in button")
+	errTooManySignIns = errors.New("too many refused sign-ins from this address: wait a minute")
+)

@@ -217,6 +217,9 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, http.StatusUnauthorized, errOIDCOnly)
 		return
 	}
+	if s.limited(c) {
+		return
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
@@ -228,6 +231,7 @@ func (s *server) signIn(c *gin.Context) {
 	if err != nil {
 		var ae *authError
 		if errors.As(err, &ae) && ae.code == http.StatusUnauthorized {
+			s.signInFailures.fail(c.Request)
 			s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
 			s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
 			return
