@@ -92,22 +92,8 @@ func (l *failureLimiter) fail(r *http.Request) {
 		f = failures{first: now}
 	}
 	f.n++
-	if !ok && len(l.by) >= maxLimited {
-		for k, v := range l.by {
-			if !now.Before(v.first.Add(l.span)) {
-				delete(l.by, k)
-			}
-		}
-		for len(l.by) >= maxLimited {
-			var oldest netip.Prefix
-			var at time.Time
-			for k, v := range l.by {
-				if at.IsZero() || v.first.Before(at) {
-					oldest, at = k, v.first
-				}
-			}
-			delete(l.by, oldest)
-		}
+	if !ok {
+		makeRoom(l.by, maxLimited, now, func(v failures) time.Time { return v.first.Add(l.span) })
 	}
 	l.by[p] = f
 }
