@@ -86,7 +86,7 @@ const (
 func ParquetExportSQL(f Filter) (string, store.Params) {
 	f.All = true
 	sql, p := f.sql("*", "audit_events FINAL")
-	sql += fmt.Sprintf(",\n  output_format_parquet_row_group_size = %d, output_format_parquet_row_group_size_bytes = %d",
+	sql += fmt.Sprintf("\nSETTINGS output_format_parquet_row_group_size = %d, output_format_parquet_row_group_size_bytes = %d",
 		parquetRowGroupRows, parquetRowGroupBytes)
 	return sql, p
 }

@@ -29,18 +29,13 @@ var (
 // f is not validated; a Limit out of range is clamped. Call Validate first
 // for an error instead.
 //
-// With f.All the query has no LIMIT and sorts as ClickHouse does past
-// allSortMemory: in sorted runs spilled to the engine's temporary
-// directory, so that an export of any size never sorts in memory.
+// With f.All the query has no LIMIT. It sorts everything it selects (the
+// table is sorted by cluster and hour first, not by time), so Events reads
+// an All filter as a series of such queries over time windows of bounded
+// size (see timeWindows) rather than as one.
 func (f Filter) SQL(columns string) (string, store.Params) {
 	return f.sql(columns, "audit_events")
 }
-
-// allSortMemory is the max_bytes_before_external_sort of a query that
-// reads every matching event (Filter.All): the table is sorted by
-// cluster and hour first, so ordering by time sorts the selection, and
-// past this many bytes ClickHouse sorts on disk instead of holding it.
-const allSortMemory = 512 << 20
 
 // sql is SQL reading from (audit_events, or audit_events FINAL).
 func (f Filter) sql(columns, from string) (string, store.Params) {
@@ -57,7 +52,6 @@ func (f Filter) sql(columns, from string) (string, store.Params) {
 		b.WriteString("\nORDER BY ts, audit_id, stage, cluster")
 	}
 	if f.All {
-		b.WriteString("\nSETTINGS max_bytes_before_external_sort = " + strconv.Itoa(allSortMemory))
 		return b.String(), p
 	}
 	b.WriteString("\nLIMIT {limit:UInt32}")
