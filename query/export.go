@@ -52,13 +52,14 @@ func ParseExportFormat(s string) (ExportFormat, error) {
 // the format asked for (Parquet on a ClickHouse server).
 var ErrExportUnsupported = errors.New("export format not supported by this store")
 
-// FormatSelecter runs a SELECT and writes its result to w in a ClickHouse
-// output format, as one output, while the engine produces it; it returns
-// the bytes written. The embedded engine (store.Embedded) provides it. A
-// ClickHouse server's native protocol carries result blocks rather than
-// formatted output, so the server engine does not.
+// FormatSelecter runs SELECTs one after the other and writes all their
+// rows to w as one output in a ClickHouse output format, while the engine
+// produces it; it returns the bytes written. The embedded engine
+// (store.Embedded) provides it. A ClickHouse server's native protocol
+// carries result blocks rather than formatted output, so the server engine
+// does not.
 type FormatSelecter interface {
-	SelectFormat(ctx context.Context, sql, format string, params store.Params, w io.Writer) (int64, error)
+	SelectFormat(ctx context.Context, format string, settings map[string]string, queries []store.Query, w io.Writer) (int64, error)
 }
 
 // ExportStats describes what Export wrote.
@@ -70,25 +71,23 @@ type ExportStats struct {
 	Bytes int64
 }
 
-// Parquet row groups of an export: small enough that the engine's buffer
-// for the one it is filling stays modest, large enough for a reader to
+// parquetSettings are the engine's settings for an export's Parquet
+// file: row groups of at most 65536 rows or 128 MiB, small enough that the
+// one being filled stays a modest buffer, large enough for a reader to
 // skip by their statistics.
-const (
-	parquetRowGroupRows  = 65536
-	parquetRowGroupBytes = 128 << 20
-)
+var parquetSettings = map[string]string{
+	"output_format_parquet_row_group_size":       "65536",
+	"output_format_parquet_row_group_size_bytes": "134217728",
+}
 
-// ParquetExportSQL is the query a Parquet export of f runs: every column
-// of audit_events (SELECT *, so the file follows the table as migrations
-// change it: the typed columns, then raw, the whole event JSON as a
-// string) with FINAL, so that an event stored twice is one row, in f's
-// order, in row groups of at most 65536 rows or 128 MiB.
+// ParquetExportSQL is the query a Parquet export runs for each time window
+// of f (see timeWindows): every column of audit_events (SELECT *, so the
+// file follows the table as migrations change it: the typed columns, then
+// raw, the whole event JSON as a string) with FINAL, so that an event
+// stored twice is one row, in f's order.
 func ParquetExportSQL(f Filter) (string, store.Params) {
 	f.All = true
-	sql, p := f.sql("*", "audit_events FINAL")
-	sql += fmt.Sprintf("\nSETTINGS output_format_parquet_row_group_size = %d, output_format_parquet_row_group_size_bytes = %d",
-		parquetRowGroupRows, parquetRowGroupBytes)
-	return sql, p
+	return f.sql("*", "audit_events FINAL")
 }
 
 // Export writes every event f matches (its Limit is ignored), in f's
@@ -120,8 +119,18 @@ func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w i
 			return ExportStats{Events: -1}, fmt.Errorf("%w: Parquet is written by the embedded engine only; "+
 				"a ClickHouse server's native protocol sends result blocks, not files: export ndjson instead", ErrExportUnsupported)
 		}
-		sql, params := ParquetExportSQL(f)
-		n, err := fs.SelectFormat(ctx, sql, "Parquet", params, w)
+		windows, err := timeWindows(ctx, st, f)
+		if err != nil {
+			return ExportStats{Events: -1}, err
+		}
+		if len(windows) == 0 {
+			windows = []Filter{f} // no events: a file with the columns and no rows
+		}
+		queries := make([]store.Query, len(windows))
+		for i, w := range windows {
+			queries[i].SQL, queries[i].Params = ParquetExportSQL(w)
+		}
+		n, err := fs.SelectFormat(ctx, "Parquet", parquetSettings, queries, w)
 		if err != nil {
 			err = fmt.Errorf("exporting events as Parquet: %w", err)
 		}

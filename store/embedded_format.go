@@ -5,118 +5,231 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
 )
 
-// pipeParam is the query parameter SelectFormat binds the pipe's path to.
-const pipeParam = "auditlens_select_format_pipe"
+// Query is one SELECT and its parameters.
+type Query struct {
+	SQL    string
+	Params Params
+}
 
-// SelectFormat runs sql, a SELECT (which may end in a SETTINGS clause),
-// and writes its whole result to w in a ClickHouse output format such as
-// "Parquet", as one formatted output (one Parquet file: row groups, then
-// the footer), while the engine produces it. It returns the number of
-// bytes written to w.
+// SelectFormat runs the SELECTs of queries one after the other and writes
+// all their rows to w as one output in a ClickHouse output format such as
+// "Parquet" (one Parquet file: row groups, then the footer), while the
+// engine produces it. The queries must return the same columns. settings
+// are ClickHouse settings of the formatting, such as
+// output_format_parquet_row_group_size. It returns the number of bytes
+// written to w.
 //
 // The engine's streaming query API (what Select reads) formats each block
-// as an output of its own, which for Parquet is a whole file per block, so
-// SelectFormat does not use it. The engine writes the result with INSERT
-// INTO FUNCTION file() instead, as it would write a file of its own, into
-// a named pipe in a private temporary directory, and SelectFormat copies
-// from the pipe to w. Nothing holds the whole result: the engine keeps
-// what its format buffers (for Parquet one row group, see
-// output_format_parquet_row_group_size and _bytes) and the pipe 64 KiB.
+// as an output of its own, which for Parquet is a whole file per block,
+// and one query cannot be formatted across several. So the rows travel in
+// the engine's Native format: each query's output is streamed into one
+// streaming INSERT INTO FUNCTION file(PIPE, format, STRUCTURE) on another
+// connection, which the engine formats as it would write a file of its
+// own, into a named pipe in a private temporary directory; SelectFormat
+// copies from the pipe to w. Nothing holds the whole result: the engine
+// keeps what one query selects (sorts) and what the format buffers (for
+// Parquet one row group), the pipes a few MiB.
 //
-// The statement cannot be interrupted once it runs (see Exec). When ctx
-// ends or w fails, SelectFormat stops writing to w but goes on reading the
-// pipe until the engine is done, then returns the error: closing the pipe
-// under the engine would end the process with SIGPIPE. A ctx deadline
-// becomes the statement's max_execution_time, as for Exec.
-func (e *Embedded) SelectFormat(ctx context.Context, sql, format string, params Params, w io.Writer) (int64, error) {
-	if !isFormatName(format) {
-		return 0, fmt.Errorf("selecting on the embedded engine: %q is not a ClickHouse format name", format)
+// When a query fails, ctx ends or w fails, SelectFormat stops sending
+// rows, lets the insert finish on what it has (the engine then closes the
+// pipe; what it writes after the error is discarded) and returns the
+// error. The pipe is never closed under the engine, which would end the
+// process with SIGPIPE: if the insert itself fails, the engine may keep
+// the pipe open, and SelectFormat leaves a goroutine draining it.
+func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map[string]string, queries []Query, w io.Writer) (int64, error) {
+	if !isName(format) {
+		return 0, fmt.Errorf("formatting on the embedded engine: %q is not a ClickHouse format name", format)
 	}
-	if _, ok := params[pipeParam]; ok {
-		return 0, fmt.Errorf("selecting on the embedded engine: the parameter name %s is reserved", pipeParam)
+	if len(queries) == 0 {
+		return 0, errors.New("formatting on the embedded engine: no query")
+	}
+	var set strings.Builder
+	set.WriteString("engine_file_truncate_on_insert = 1")
+	for _, k := range slices.Sorted(maps.Keys(settings)) {
+		if !isName(k) || !isName(settings[k]) {
+			return 0, fmt.Errorf("formatting on the embedded engine: setting %q = %q is not a name and a plain value", k, settings[k])
+		}
+		set.WriteString(", " + k + " = " + settings[k])
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	dir, err := os.MkdirTemp("", "auditlens-select-")
+	structure, err := e.structure(ctx, queries[0])
 	if err != nil {
-		return 0, fmt.Errorf("selecting %s output on the embedded engine: %w", format, err)
+		return 0, err
 	}
-	defer os.RemoveAll(dir)
+
+	dir, err := os.MkdirTemp("", "auditlens-format-")
+	if err != nil {
+		return 0, fmt.Errorf("formatting %s on the embedded engine: %w", format, err)
+	}
+	defer os.RemoveAll(dir) // the pipe's name; open ends stay valid
 	path := filepath.Join(dir, "out")
 	rd, keeper, err := openPipe(path)
 	if err != nil {
-		return 0, fmt.Errorf("selecting %s output on the embedded engine: %w", format, err)
+		return 0, fmt.Errorf("formatting %s on the embedded engine: %w", format, err)
 	}
-	defer rd.Close()
-	type copied struct {
-		n   int64
-		err error
-	}
-	done := make(chan copied, 1)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The pipe to w, through a gate that SelectFormat shuts when it
+	// returns without waiting for the engine.
+	out := &gate{w: w}
+	done := make(chan error, 1)
 	go func() {
-		n, err := copyDraining(ctx, w, rd)
-		done <- copied{n, err}
+		err := out.copyFrom(ctx, rd)
+		if err != nil {
+			cancel() // stop sending rows
+		}
+		rd.Close() // after EOF: the engine has closed its end
+		done <- err
 	}()
 
-	p := make(Params, len(params)+1)
-	for k, v := range params {
-		p[k] = v
+	// The queries' rows, in Native, to the insert. They stop at a chunk's
+	// end, so that the insert sees whole blocks and finishes normally.
+	pr, pw := io.Pipe()
+	var serr error
+	selected := make(chan struct{})
+	go func() {
+		defer close(selected)
+		for _, q := range queries {
+			if serr = e.db.QueryStream(ctx, q.SQL, "Native", q.Params, func(chunk []byte) error {
+				_, err := pw.Write(chunk)
+				return err
+			}); serr != nil {
+				serr = fmt.Errorf("selecting %s on the embedded engine: %w", stmtHead(q.SQL), serr)
+				break
+			}
+		}
+		pw.Close()
+	}()
+
+	// The streaming insert takes no parameters: the path and the structure
+	// are quoted into the statement (neither comes from a user). It runs
+	// to the end of what the queries send, whatever ctx says.
+	stmt := "INSERT INTO FUNCTION file(" + quoteString(path) + ", '" + format + "', " + quoteString(structure) + ")\n" +
+		"SETTINGS " + set.String()
+	ierr := e.db.InsertFrom(context.WithoutCancel(ctx), stmt, "Native", pr)
+	pr.CloseWithError(errInsertEnded) // the queries stop if it ended early
+	<-selected
+	if ierr != nil {
+		out.shut()
+		keeper.Close()
+		if serr != nil && !errors.Is(serr, errInsertEnded) {
+			return out.written(), serr
+		}
+		return out.written(), fmt.Errorf("writing %s on the embedded engine: %w", format, ierr)
 	}
-	p[pipeParam] = path
-	stmt := "INSERT INTO FUNCTION file({" + pipeParam + ":String}, '" + format + "')\n" +
-		"SETTINGS engine_file_truncate_on_insert = 1\n" + sql
-	_, qerr := e.db.Query(ctx, stmt, "", p)
-	// The engine has closed its end; closing ours is the reader's EOF
-	// (also when the statement failed before the engine opened the pipe).
-	keeper.Close()
-	c := <-done
+	keeper.Close() // the engine has closed its end: this is the reader's EOF
+	cerr := <-done
 	switch {
-	case qerr != nil:
-		return c.n, fmt.Errorf("selecting %s output of %s on the embedded engine: %w", format, stmtHead(sql), qerr)
-	case c.err != nil:
-		return c.n, c.err
+	case cerr != nil:
+		return out.written(), cerr
+	case serr != nil:
+		return out.written(), serr
 	}
-	return c.n, nil
+	return out.written(), nil
 }
 
-// copyDraining copies src to dst until src ends. When ctx ends or dst
+// errInsertEnded stops the queries of SelectFormat when its insert ended
+// before reading all they send (it failed).
+var errInsertEnded = errors.New("the insert ended")
+
+// gate passes the engine's output to w until it is shut, then discards it.
+type gate struct {
+	mu   sync.Mutex
+	w    io.Writer
+	n    int64
+	shot bool
+}
+
+// copyFrom copies src through the gate until EOF. After ctx ends or w
 // fails it goes on reading src, discarding it, and returns that error.
-func copyDraining(ctx context.Context, dst io.Writer, src io.Reader) (int64, error) {
+func (g *gate) copyFrom(ctx context.Context, src io.Reader) error {
 	buf := make([]byte, 256<<10)
-	var n int64
-	var werr error
+	var stop error
 	for {
 		m, err := src.Read(buf)
-		if m > 0 && werr == nil {
-			if werr = ctx.Err(); werr == nil {
-				var k int
-				k, werr = dst.Write(buf[:m])
-				n += int64(k)
-				if werr != nil {
-					werr = fmt.Errorf("writing the output: %w", werr)
-				}
+		if m > 0 && stop == nil {
+			if stop = ctx.Err(); stop == nil {
+				stop = g.write(buf[:m])
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			return n, werr
+			return stop
 		}
 		if err != nil {
-			if werr == nil {
-				werr = fmt.Errorf("reading the engine's output: %w", err)
+			if stop == nil {
+				stop = fmt.Errorf("reading the engine's output: %w", err)
 			}
-			return n, werr
+			return stop
 		}
 	}
 }
 
-// isFormatName reports whether s can be a ClickHouse format name (they
-// are letters, digits and underscores), so that it can be quoted into SQL.
-func isFormatName(s string) bool {
+func (g *gate) write(p []byte) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.shot {
+		return errors.New("the output was given up")
+	}
+	k, err := g.w.Write(p)
+	g.n += int64(k)
+	if err != nil {
+		return fmt.Errorf("writing the output: %w", err)
+	}
+	return nil
+}
+
+// shut makes the gate discard what comes: nothing is written to w once
+// shut returns.
+func (g *gate) shut() {
+	g.mu.Lock()
+	g.shot = true
+	g.mu.Unlock()
+}
+
+func (g *gate) written() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.n
+}
+
+// structure returns the columns of q's result as a file() structure:
+// "`name` Type, ...".
+func (e *Embedded) structure(ctx context.Context, q Query) (string, error) {
+	out, err := e.db.Query(ctx, "DESCRIBE ("+q.SQL+")", "TabSeparatedRaw", q.Params)
+	if err != nil {
+		return "", fmt.Errorf("describing the result of %s on the embedded engine: %w", stmtHead(q.SQL), err)
+	}
+	var cols []string
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) < 2 || !isName(f[0]) {
+			return "", fmt.Errorf("describing the result of %s on the embedded engine: unexpected column %q", stmtHead(q.SQL), line)
+		}
+		cols = append(cols, "`"+f[0]+"` "+f[1])
+	}
+	return strings.Join(cols, ", "), nil
+}
+
+// quoteString renders s as a ClickHouse string literal.
+func quoteString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// isName reports whether s is made of letters, digits and underscores
+// only (a format or setting name, a plain setting value), so that it can be
+// written into SQL as it is.
+func isName(s string) bool {
 	if s == "" {
 		return false
 	}
