@@ -16,22 +16,24 @@ import (
 	"github.com/auditlens/auditlens/query"
 )
 
-const exportHelp = `Writes every event the filters match, in time order, as the store reads
-them: nothing holds the whole selection, however many events match.
+const exportHelp = `Writes every event the filters match, in time order, however many: the
+events are counted per minute first and read in time windows of about
+50,000, one query each, so neither auditlens nor the engine holds them all.
 
   ndjson   one stored event JSON per line, exactly what query --all prints
            (any store)
-  parquet  one Parquet file with the columns of audit_events: the typed
-           columns (cluster, apiserver, ts, received_at as UTC microsecond
-           timestamps, audit_id, stage, verb, user, user_groups, resource,
-           namespace, name, code, annotations, ...) and raw, the whole event
-           JSON; an event stored twice is one row. The embedded engine writes
-           it (chdb:// stores only: a ClickHouse server's native protocol
-           sends result blocks, not files; export ndjson from a server).
+  parquet  one Parquet file with the columns of audit_events, one row per
+           event: cluster, apiserver, ts and received_at (UTC microsecond
+           timestamps), audit_id, stage, level, verb, request_uri, user,
+           user_groups (list), ..., code, watch, the request URI's parameters,
+           annotations (map) and raw, the whole event JSON (see README).
+           Embedded engine (chdb://) only: the engine writes the file. A
+           ClickHouse server's native protocol sends result blocks, not
+           files, so a clickhouse:// store refuses it: export ndjson there.
 
 --format defaults to parquet for an -o file ending in .parquet, else ndjson.
--o - or no -o writes to standard output; parquet refuses a terminal. An -o
-file appears only when the export is complete.
+Without -o (or with -o -) the export goes to standard output; parquet refuses
+a terminal. An -o file appears only when the export is complete.
 `
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -46,7 +48,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var ff filterFlags
 	ff.register(fs)
 	format := fs.String("format", "", "ndjson or parquet (default: parquet when -o ends in .parquet, else ndjson)")
-	outPath := fs.String("o", "", "output file (default, or -: standard output)")
+	outPath := fs.String("o", "", "output file (none, or -: standard output)")
 	progress := fs.String("progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always or never")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
