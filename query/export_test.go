@@ -176,6 +176,9 @@ func TestTimeWindowsOnEmbeddedEngine(t *testing.T) {
 	for i := range 2000 { // busy: 2000 events within 10 s, one minute in
 		add("b", i, t0.Add(time.Minute+time.Duration(i)*5*time.Millisecond))
 	}
+	for i := range 1500 { // busy for three minutes in a row, half an hour in
+		add("e", i, t0.Add(30*time.Minute+time.Duration(i)*120*time.Millisecond))
+	}
 	// On both sides of each window boundary (whole seconds and minutes).
 	for k := range 90 {
 		add("c", 2*k, t0.Add(time.Duration(k)*time.Minute-time.Microsecond))

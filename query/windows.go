@@ -37,19 +37,28 @@ func timeWindows(ctx context.Context, st Selecter, f Filter) ([]Filter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each run of consecutive minutes that hold more than a window is
+	// counted again per second, in one query.
 	var buckets []bucket
-	for _, m := range minutes {
+	for i := 0; i < len(minutes); {
+		m := minutes[i]
 		if m.n <= windowEvents {
 			buckets = append(buckets, m)
+			i++
 			continue
 		}
+		j := i + 1
+		for j < len(minutes) && minutes[j].n > windowEvents && minutes[j].start.Equal(minutes[j-1].start.Add(time.Minute)) {
+			j++
+		}
 		g := f
-		g.Since, g.Until = later(f.Since, m.start), earlier(f.Until, m.start.Add(time.Minute))
+		g.Since, g.Until = later(f.Since, m.start), earlier(f.Until, minutes[j-1].start.Add(time.Minute))
 		secs, err := countPer(ctx, st, g, 1)
 		if err != nil {
 			return nil, err
 		}
 		buckets = append(buckets, secs...)
+		i = j
 	}
 	if len(buckets) == 0 {
 		return nil, nil
