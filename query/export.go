@@ -127,8 +127,8 @@ func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w i
 			windows = []Filter{f} // no events: a file with the columns and no rows
 		}
 		queries := make([]store.Query, len(windows))
-		for i, w := range windows {
-			queries[i].SQL, queries[i].Params = ParquetExportSQL(w)
+		for i, win := range windows {
+			queries[i].SQL, queries[i].Params = ParquetExportSQL(win)
 		}
 		n, err := fs.SelectFormat(ctx, "Parquet", parquetSettings, queries, w)
 		if err != nil {
