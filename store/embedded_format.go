@@ -85,11 +85,8 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	out := &gate{w: w}
 	done := make(chan error, 1)
 	go func() {
-		err := out.copyFrom(ctx, rd)
-		if err != nil {
-			cancel() // stop sending rows
-		}
-		rd.Close() // after EOF: the engine has closed its end
+		err := out.copyFrom(ctx, rd, cancel) // a failing w stops the rows
+		rd.Close()                           // after EOF: the engine has closed its end
 		done <- err
 	}()
 
@@ -152,8 +149,9 @@ type gate struct {
 }
 
 // copyFrom copies src through the gate until EOF. After ctx ends or w
-// fails it goes on reading src, discarding it, and returns that error.
-func (g *gate) copyFrom(ctx context.Context, src io.Reader) error {
+// fails it calls stopped, goes on reading src, discarding it, and returns
+// that error.
+func (g *gate) copyFrom(ctx context.Context, src io.Reader, stopped func()) error {
 	buf := make([]byte, 256<<10)
 	var stop error
 	for {
@@ -161,6 +159,9 @@ func (g *gate) copyFrom(ctx context.Context, src io.Reader) error {
 		if m > 0 && stop == nil {
 			if stop = ctx.Err(); stop == nil {
 				stop = g.write(buf[:m])
+			}
+			if stop != nil {
+				stopped()
 			}
 		}
 		if errors.Is(err, io.EOF) {

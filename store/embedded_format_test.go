@@ -102,6 +102,16 @@ func TestEmbeddedSelectFormat(t *testing.T) {
 		if !errors.Is(err, boom) || n > 64<<10 {
 			t.Errorf("err %v after %d bytes; want the writer's error", err, n)
 		}
+		// The rows stop when the writer fails: a large selection ends
+		// long before the engine could have read it all.
+		big := []Query{{SQL: "SELECT number AS n, repeat('x', 1000) AS s FROM numbers(100000000)"}}
+		start := time.Now()
+		if _, err := e.SelectFormat(ctx, "Parquet", settings, big, &failingWriter{after: 64 << 10, err: boom}); !errors.Is(err, boom) {
+			t.Errorf("err %v, want the writer's error", err)
+		}
+		if el := time.Since(start); el > 20*time.Second {
+			t.Errorf("took %s after the writer failed: the rows did not stop", el)
+		}
 	})
 
 	t.Run("cancelled", func(t *testing.T) {
