@@ -86,6 +86,19 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
+	// The embedded engine reads a piped standard input as the data of an
+	// INSERT, which fails the schema migration (stdin_linux.go); export
+	// reads none.
+	in, err := takeStdin()
+	if err != nil {
+		return err
+	}
+	if in != os.Stdin {
+		if c, ok := in.(io.Closer); ok {
+			c.Close()
+		}
+	}
+
 	// Open the output before the store, so that a path that cannot be
 	// written fails at once.
 	var out *outputFile

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -295,6 +296,22 @@ func TestExportErrors(t *testing.T) {
 		if _, stderr, code := runCLI(t, "export", "--store", storeURL, "-o", filepath.Join(ro, "x.parquet")); code != 1 || !strings.Contains(stderr, "creating the export file") {
 			t.Errorf("read-only directory: exit %d, stderr %q", code, stderr)
 		}
+	}
+}
+
+// TestExportPipedStdin: a piped standard input is not taken by the
+// embedded engine as the data of an INSERT (which would fail the schema
+// migration of a new store).
+func TestExportPipedStdin(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "export", "--store", "chdb://"+filepath.Join(dir, "db"), "-o", filepath.Join(dir, "x.parquet"))
+	cmd.Env = append(os.Environ(), "AUDITLENS_TEST_MAIN=1")
+	cmd.Stdin = strings.NewReader(`{"kind":"Event"}` + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("export with a piped stdin: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "x.parquet")); err != nil {
+		t.Error(err)
 	}
 }
 
