@@ -131,7 +131,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	}
 	// A read of every event runs one query per time window, so that the
 	// engine never sorts more than a window (see timeWindows).
-	reads := []Filter{f}
+	reads := []window{{Filter: f}}
 	if f.All {
 		var err error
 		if reads, err = timeWindows(runCtx, st, f); err != nil {

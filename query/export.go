@@ -94,6 +94,11 @@ func ParquetExportSQL(f Filter) (string, store.Params) {
 // order, to w in format, as the store produces them: nothing holds the
 // whole selection, however many events match.
 //
+// progress, when not nil, is called for Parquet after each time window's
+// events have gone to the engine, with the number of events sent so far
+// as counted when the export started (the engine encodes and counts the
+// rows; the caller counts NDJSON lines itself).
+//
 // NDJSON is exactly what Events writes for f with All set and no jq
 // program (auditlens query --all): each stored event JSON on a line, a
 // copy of an event stored twice skipped. Parquet needs a FormatSelecter
@@ -102,7 +107,7 @@ func ParquetExportSQL(f Filter) (string, store.Params) {
 //
 // On error, what was written is incomplete. Errors wrap ErrBadFilter, the
 // store's error or w's.
-func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w io.Writer) (ExportStats, error) {
+func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w io.Writer, progress func(events int64)) (ExportStats, error) {
 	f.All = true
 	if err := f.Validate(); err != nil {
 		return ExportStats{}, err
@@ -124,11 +129,19 @@ func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w i
 			return ExportStats{Events: -1}, err
 		}
 		if len(windows) == 0 {
-			windows = []Filter{f} // no events: a file with the columns and no rows
+			windows = []window{{Filter: f}} // no events: a file with the columns and no rows
 		}
 		queries := make([]store.Query, len(windows))
+		var sent int64
 		for i, win := range windows {
-			queries[i].SQL, queries[i].Params = ParquetExportSQL(win)
+			queries[i].SQL, queries[i].Params = ParquetExportSQL(win.Filter)
+			if progress != nil {
+				n := win.events
+				queries[i].Sent = func() {
+					sent += n
+					progress(sent)
+				}
+			}
 		}
 		n, err := fs.SelectFormat(ctx, "Parquet", parquetSettings, queries, w)
 		if err != nil {

@@ -66,7 +66,7 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		es, err := Export(ctx, st, f, NDJSON, &got)
+		es, err := Export(ctx, st, f, NDJSON, &got, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,8 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		}
 
 		var pq bytes.Buffer
-		ps, err := Export(ctx, st, f, Parquet, &pq)
+		var sent []int64
+		ps, err := Export(ctx, st, f, Parquet, &pq, func(n int64) { sent = append(sent, n) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,12 +95,15 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		if want := `{"n":` + strconv.Itoa(ev.Emitted) + `}`; n != want || ps.Bytes != int64(pq.Len()) || ps.Events != -1 {
 			t.Errorf("%+v: the Parquet file holds %s, want %s; stats %+v for %d bytes", f, n, want, ps, pq.Len())
 		}
+		if len(sent) == 0 || sent[len(sent)-1] != int64(ev.Emitted) {
+			t.Errorf("%+v: progress said %v, want it to end at %d", f, sent, ev.Emitted)
+		}
 	}
 
-	if _, err := Export(ctx, selectOnly{st}, Filter{}, Parquet, io.Discard); !errors.Is(err, ErrExportUnsupported) {
+	if _, err := Export(ctx, selectOnly{st}, Filter{}, Parquet, io.Discard, nil); !errors.Is(err, ErrExportUnsupported) {
 		t.Errorf("Parquet from a store without SelectFormat: %v, want ErrExportUnsupported", err)
 	}
-	if _, err := Export(ctx, st, Filter{Stage: []string{"Nope"}}, NDJSON, io.Discard); !errors.Is(err, ErrBadFilter) {
+	if _, err := Export(ctx, st, Filter{Stage: []string{"Nope"}}, NDJSON, io.Discard, nil); !errors.Is(err, ErrBadFilter) {
 		t.Errorf("a bad filter: %v, want ErrBadFilter", err)
 	}
 }
@@ -150,7 +154,7 @@ func BenchmarkExport(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			s, err := Export(b.Context(), st, Filter{}, NDJSON, io.Discard)
+			s, err := Export(b.Context(), st, Filter{}, NDJSON, io.Discard, nil)
 			if err != nil || s.Events != events {
 				b.Fatalf("%+v %v", s, err)
 			}
@@ -162,7 +166,7 @@ func BenchmarkExport(b *testing.B) {
 		b.ReportAllocs()
 		var out int64
 		for b.Loop() {
-			s, err := Export(b.Context(), st, Filter{}, Parquet, io.Discard)
+			s, err := Export(b.Context(), st, Filter{}, Parquet, io.Discard, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

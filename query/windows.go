@@ -32,7 +32,10 @@ var windowEvents int64 = 50_000
 // minute that holds more than windowEvents) taken when the read starts:
 // with Since or Until left open, events stored later beyond the counted
 // range are not read.
-func timeWindows(ctx context.Context, st Selecter, f Filter) ([]Filter, error) {
+//
+// Each window says how many events it held when counted (events stored
+// twice count twice).
+func timeWindows(ctx context.Context, st Selecter, f Filter) ([]window, error) {
 	minutes, err := countPer(ctx, st, f, 60)
 	if err != nil {
 		return nil, err
@@ -66,17 +69,17 @@ func timeWindows(ctx context.Context, st Selecter, f Filter) ([]Filter, error) {
 	// Window boundaries are the starts of buckets: each lies after
 	// f.Since and before f.Until, since its bucket holds an event there.
 	starts := []time.Time{buckets[0].start}
-	var inWindow int64
+	counts := []int64{0}
 	for _, b := range buckets {
-		if inWindow > 0 && inWindow+b.n > windowEvents {
+		if n := counts[len(counts)-1]; n > 0 && n+b.n > windowEvents {
 			starts = append(starts, b.start)
-			inWindow = 0
+			counts = append(counts, 0)
 		}
-		inWindow += b.n
+		counts[len(counts)-1] += b.n
 	}
 	last := buckets[len(buckets)-1]
 	end := last.start.Add(last.width)
-	out := make([]Filter, len(starts))
+	out := make([]window, len(starts))
 	for i, s := range starts {
 		w := f
 		w.Since = s
@@ -89,12 +92,19 @@ func timeWindows(ctx context.Context, st Selecter, f Filter) ([]Filter, error) {
 		} else if !f.Until.IsZero() {
 			w.Until = f.Until
 		}
-		out[i] = w
+		out[i] = window{Filter: w, events: counts[i]}
 	}
 	if f.Order == Desc {
 		slices.Reverse(out)
 	}
 	return out, nil
+}
+
+// window is one query of an All read: f narrowed to a time window, and
+// the number of events counted in it.
+type window struct {
+	Filter
+	events int64
 }
 
 // bucket is the number of matching events in [start, start+width).

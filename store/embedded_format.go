@@ -17,6 +17,9 @@ import (
 type Query struct {
 	SQL    string
 	Params Params
+	// Sent, when not nil, is called by SelectFormat once every row of
+	// the query has gone to the engine's formatting.
+	Sent func()
 }
 
 // SelectFormat runs the SELECTs of queries one after the other and writes
@@ -104,6 +107,9 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 			}); serr != nil {
 				serr = fmt.Errorf("selecting %s on the embedded engine: %w", stmtHead(q.SQL), serr)
 				break
+			}
+			if q.Sent != nil {
+				q.Sent()
 			}
 		}
 		pw.Close()

@@ -123,7 +123,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		meter = startExportMeter(stderr, ef, cw, time.Now)
 	}
-	_, err = query.Export(ctx, st, f, ef, cw)
+	_, err = query.Export(ctx, st, f, ef, cw, cw.sent.Store)
 	if err == nil && out != nil {
 		err = out.commit()
 	}
@@ -188,10 +188,11 @@ func (o *outputFile) abort() {
 }
 
 // countingWriter counts the bytes and newlines written through it, for the
-// progress line: NDJSON has one event per line.
+// progress line: NDJSON has one event per line. sent is what Export says
+// of a Parquet export: the events gone to the engine so far.
 type countingWriter struct {
-	w            io.Writer
-	bytes, lines atomic.Int64
+	w                  io.Writer
+	bytes, lines, sent atomic.Int64
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
@@ -202,8 +203,9 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // exportMeter redraws a one-line progress report on stderr twice a second:
-// events written and their rate for NDJSON, bytes and their rate for
-// Parquet (whose rows the engine encodes and counts).
+// events written and their rate for NDJSON; for Parquet, whose rows the
+// engine encodes, the events sent to it (a time window at a time) and
+// their rate, and the bytes of the file.
 type exportMeter struct {
 	w     io.Writer
 	ef    query.ExportFormat
@@ -243,7 +245,8 @@ func (m *exportMeter) draw(end string) {
 			el.Round(100*time.Millisecond), end)
 		return
 	}
-	fmt.Fprintf(m.w, "\rexport: %s of Parquet, %s/s, %s%s   ", humanBytes(b), humanBytes(int64(float64(b)/secs)),
+	n := m.cw.sent.Load()
+	fmt.Fprintf(m.w, "\rexport: %d events, %.0f events/s, %s of Parquet, %s%s   ", n, float64(n)/secs, humanBytes(b),
 		el.Round(100*time.Millisecond), end)
 }
 

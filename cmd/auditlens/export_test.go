@@ -162,8 +162,8 @@ func TestExportParquet(t *testing.T) {
 		out := filepath.Join(dir, tc.name+".parquet")
 		if _, stderr, code := runCLI(t, append([]string{"export", "--store", storeURL, "-o", out, "--progress", "always"}, tc.args...)...); code != 0 {
 			t.Fatalf("%s: export -o %s: exit %d: %s", tc.name, out, code, stderr)
-		} else if !strings.Contains(stderr, "of Parquet") || !strings.Contains(stderr, "done") {
-			t.Errorf("%s: export --progress always: stderr %q, want a Parquet progress line ending in done", tc.name, stderr)
+		} else if !strings.Contains(stderr, " of Parquet") || !strings.Contains(stderr, strconv.Itoa(len(want[tc.name]))+" events") || !strings.Contains(stderr, "done") {
+			t.Errorf("%s: export --progress always: stderr %q, want a Parquet progress line with the events, ending in done", tc.name, stderr)
 		}
 	}
 	// --format parquet to a pipe (not a terminal) writes the same file.

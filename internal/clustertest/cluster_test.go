@@ -202,7 +202,7 @@ func TestClusterShape(t *testing.T) {
 			t.Fatalf("listing: %+v %v", ls, err)
 		}
 		var nd bytes.Buffer
-		es, err := query.Export(ctx, st, f, query.NDJSON, &nd)
+		es, err := query.Export(ctx, st, f, query.NDJSON, &nd, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -210,7 +210,7 @@ func TestClusterShape(t *testing.T) {
 			t.Errorf("export wrote %d events; differs from the listing of %d lines: %v", es.Events, strings.Count(listed.String(), "\n"), nd.String() != listed.String())
 		}
 		var pq bytes.Buffer
-		if _, err := query.Export(ctx, st, f, query.Parquet, &pq); err != nil {
+		if _, err := query.Export(ctx, st, f, query.Parquet, &pq, nil); err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join(t.TempDir(), "x.parquet")
