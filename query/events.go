@@ -40,7 +40,8 @@ const flushEvery = 64
 // stage and cluster; newest first when f.Order is Desc) and writes them to
 // w as NDJSON. With f.All it counts the matching events per minute first
 // and reads them in time windows of about 50k events, one query each, so
-// that neither the engine nor Events holds the selection. Without a jq program each event is one line, its raw JSON
+// that neither the engine nor Events holds the selection (see
+// timeWindows). Without a jq program each event is one line, its raw JSON
 // exactly as stored (unless it spans several lines; it is then compacted,
 // whitespace outside strings removed). With one, each output of the program
 // over each event is one line of compact JSON; the program sees the events
