@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench bench-import bench-webhook bench-scan bench-store bench-detect bench-explorer fuzz clean
 
 all: build
 
@@ -92,6 +92,29 @@ bench-import: chdb build
 ## batches to serve) beside the decode-only rate of the same bodies
 bench-webhook: chdb
 	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 10x ./cmd/auditlens/
+
+## bench-scan: scan of a 1 GB audit log (800k generated events + the seed
+## incident at real time scale) beside one jq pass that extracts the
+## watch-loop's raw material (scripts/watchloop.jq), alternating, 3 runs each
+bench-scan: chdb build
+	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-scan.sh 3
+
+## bench-store: the 100M-event store of the scale benchmarks: a large
+## cluster's generated traffic (15,000 events/s, so one hour holds ~54M)
+## plus the seed incident at real time scale (scripts/bench-store.sh)
+BENCH_STORE        ?= /var/tmp/auditlens-100m
+BENCH_STORE_EVENTS ?= 100000000
+BENCH_STORE_RATE   ?= 15000
+bench-store: chdb build
+	CHDB_LIB_PATH=$(CHDB_LIB) BIN=$(BIN) scripts/bench-store.sh $(BENCH_STORE) $(BENCH_STORE_EVENTS) $(BENCH_STORE_RATE)
+
+## bench-detect: every detector, one evaluation over the whole bench store
+bench-detect: chdb bench-store
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_DETECT_BENCH_STORE=$(BENCH_STORE) $(GO) test ./detect/ -run '^$$' -bench Detectors -benchtime 3x -count 3 -timeout 120m -detect.bench-events $(BENCH_STORE_EVENTS)
+
+## bench-explorer: the timeline of the bench store's fullest hour in Chromium
+bench-explorer: chdb chromium bench-store
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_UI_BENCH_STORE=$(BENCH_STORE) $(GO) test ./cmd/auditlens/ -run '^$$' -bench UITimeline -benchtime 10x -count 3 -timeout 60m
 
 clean:
 	rm -rf bin

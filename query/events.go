@@ -38,7 +38,10 @@ const flushEvery = 64
 
 // Events selects the events f matches, ordered by time (then audit ID,
 // stage and cluster; newest first when f.Order is Desc) and writes them to
-// w as NDJSON. Without a jq program each event is one line, its raw JSON
+// w as NDJSON. With f.All it counts the matching events per minute first
+// and reads them in time windows of about 50k events, one query each, so
+// that neither the engine nor Events holds the selection (see
+// timeWindows). Without a jq program each event is one line, its raw JSON
 // exactly as stored (unless it spans several lines; it is then compacted,
 // whitespace outside strings removed). With one, each output of the program
 // over each event is one line of compact JSON; the program sees the events
@@ -86,14 +89,13 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	}
 
 	out := &lineWriter{w: bufio.NewWriterSize(w, 32<<10), flusher: w, lim: lim, stats: &stats}
-	sql, params := f.SQL("cluster, audit_id, stage, raw")
 	var (
 		rows rowReader
 		line []byte
 		prev eventRow // the key of the previous row, to skip a stored copy
 		stop error    // why fn stopped the query; the store may wrap it
 	)
-	err := st.Select(runCtx, sql, params, func(data []byte) error {
+	fn := func(data []byte) error {
 		if err := rows.read(data); err != nil {
 			stop = fmt.Errorf("decoding a result row: %w", err)
 			return stop
@@ -127,7 +129,23 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			stop = err
 		}
 		return stop
-	})
+	}
+	// A read of every event runs one query per time window, so that the
+	// engine never sorts more than a window (see timeWindows).
+	reads := []window{{Filter: f}}
+	if f.All {
+		var err error
+		if reads, err = timeWindows(runCtx, st, f); err != nil {
+			return stats, limitErr(ctx, runCtx, err)
+		}
+	}
+	var err error
+	for _, rf := range reads {
+		sql, params := rf.SQL("cluster, audit_id, stage, raw")
+		if err = st.Select(runCtx, sql, params, fn); err != nil {
+			break
+		}
+	}
 	if stop != nil {
 		err = stop
 	} else if err != nil {

@@ -28,12 +28,23 @@ var (
 //
 // f is not validated; a Limit out of range is clamped. Call Validate first
 // for an error instead.
+//
+// With f.All the query has no LIMIT. It sorts everything it selects (the
+// table is sorted by cluster and hour first, not by time), so Events reads
+// an All filter as a series of such queries over time windows of bounded
+// size (see timeWindows) rather than as one.
 func (f Filter) SQL(columns string) (string, store.Params) {
+	return f.sql(columns, "audit_events")
+}
+
+// sql is SQL reading from (audit_events, or audit_events FINAL).
+func (f Filter) sql(columns, from string) (string, store.Params) {
 	var b strings.Builder
 	p := store.Params{}
 	b.WriteString("SELECT ")
 	b.WriteString(columns)
-	b.WriteString("\nFROM audit_events")
+	b.WriteString("\nFROM ")
+	b.WriteString(from)
 	b.WriteString(f.where(p))
 	if f.Order == Desc {
 		b.WriteString("\nORDER BY ts DESC, audit_id DESC, stage DESC, cluster DESC")

@@ -46,6 +46,7 @@ var sqlCases = []struct {
 	{"user_agent_prefix", Filter{UserAgent: []string{"kubectl/*"}}},
 	{"desc", Filter{Verb: []string{"delete"}, Order: Desc, Limit: 10}},
 	{"limit_clamped", Filter{Limit: 5 * MaxLimit}},
+	{"all", Filter{Cluster: []string{"prod"}, Since: testNow.Add(-24 * time.Hour), Limit: 10, All: true}},
 }
 
 func TestFilterSQLGolden(t *testing.T) {
@@ -54,6 +55,36 @@ func TestFilterSQLGolden(t *testing.T) {
 			sql, params := tc.f.SQL("ts, raw")
 			checkGolden(t, filepath.Join("testdata", "sql", tc.name+".golden"), renderSQL(sql, params))
 		})
+	}
+}
+
+// TestParquetExportSQLGolden: the query a Parquet export runs, kept in
+// testdata/sql/parquet_export.golden.
+func TestParquetExportSQLGolden(t *testing.T) {
+	f := Filter{Cluster: []string{"prod"}, Since: testNow.Add(-24 * time.Hour), Until: testNow, Verb: []string{"delete"}, Limit: 10}
+	sql, params := ParquetExportSQL(f)
+	checkGolden(t, filepath.Join("testdata", "sql", "parquet_export.golden"), renderSQL(sql, params))
+}
+
+func TestParseExportFormat(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want ExportFormat
+		ok   bool
+	}{
+		{"ndjson", NDJSON, true}, {"NDJSON", NDJSON, true}, {"jsonl", NDJSON, true}, {" parquet ", Parquet, true},
+		{"", 0, false}, {"csv", 0, false}, {"json", 0, false},
+	} {
+		got, err := ParseExportFormat(tc.in)
+		if tc.ok != (err == nil) || (tc.ok && got != tc.want) {
+			t.Errorf("ParseExportFormat(%q) = %v, %v; want %v (ok %v)", tc.in, got, err, tc.want, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadExportFormat) {
+			t.Errorf("ParseExportFormat(%q): %v does not wrap ErrBadExportFormat", tc.in, err)
+		}
+	}
+	if NDJSON.String() != "ndjson" || Parquet.String() != "parquet" {
+		t.Errorf("String: %s %s", NDJSON, Parquet)
 	}
 }
 

@@ -86,21 +86,7 @@ func (f *oidcFlows) start(state string, fl oidcFlow) {
 	fl.expires = now.Add(oidcFlowTTL)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for k, v := range f.byState {
-		if !now.Before(v.expires) {
-			delete(f.byState, k)
-		}
-	}
-	for len(f.byState) >= maxOIDCFlows {
-		var oldest string
-		var at time.Time
-		for k, v := range f.byState {
-			if at.IsZero() || v.expires.Before(at) {
-				oldest, at = k, v.expires
-			}
-		}
-		delete(f.byState, oldest)
-	}
+	makeRoom(f.byState, maxOIDCFlows, now, func(v oidcFlow) time.Time { return v.expires })
 	f.byState[state] = fl
 }
 
@@ -309,4 +295,7 @@ func (s *server) authPage(c *gin.Context, status int, title, message, user strin
 	c.Abort()
 }
 
-var errOIDCOnly = errors.New("this auditlens signs in with its OpenID Connect provider only: use the sign-in button")
+var (
+	errOIDCOnly       = errors.New("this auditlens signs in with its OpenID Connect provider only: use the sign-in button")
+	errTooManySignIns = errors.New("too many refused sign-ins from this address: wait a minute")
+)

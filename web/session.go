@@ -71,21 +71,7 @@ func (s *sessions) create(p principal, user string) (string, error) {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, se := range s.byID {
-		if !now.Before(se.expires) {
-			delete(s.byID, k)
-		}
-	}
-	for len(s.byID) >= maxSessions {
-		var oldest [sha256.Size]byte
-		var at time.Time
-		for k, se := range s.byID {
-			if at.IsZero() || se.expires.Before(at) {
-				oldest, at = k, se.expires
-			}
-		}
-		delete(s.byID, oldest)
-	}
+	makeRoom(s.byID, maxSessions, now, func(se session) time.Time { return se.expires })
 	s.byID[sha256.Sum256([]byte(id))] = session{expires: now.Add(s.ttl), who: p, user: user}
 	return id, nil
 }
@@ -217,6 +203,9 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, http.StatusUnauthorized, errOIDCOnly)
 		return
 	}
+	if s.limited(c) {
+		return
+	}
 	var body struct {
 		Token string `json:"token"`
 	}
@@ -228,6 +217,7 @@ func (s *server) signIn(c *gin.Context) {
 	if err != nil {
 		var ae *authError
 		if errors.As(err, &ae) && ae.code == http.StatusUnauthorized {
+			s.signInFailures.fail(c.Request)
 			s.cfg.Logger.Warn("sign-in refused", "remote", c.ClientIP())
 			s.fail(c, http.StatusUnauthorized, errors.New("that token is not one the read API accepts"))
 			return

@@ -87,11 +87,14 @@ func NewRouter(cfg Config) http.Handler {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// The client address is the TCP peer's: a forwarded-for header is
+	// anyone's to send (logs and the sign-in limit read it).
+	_ = r.SetTrustedProxies(nil)
 	r.Use(gin.Recovery())
 	if cfg.MaxConcurrentJQ <= 0 {
 		cfg.MaxConcurrentJQ = 4
 	}
-	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now)}
+	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now), signInFailures: newFailureLimiter(cfg.Now)}
 	for _, t := range cfg.APITokens {
 		s.tokens = append(s.tokens, t.Token)
 	}
@@ -151,7 +154,9 @@ type server struct {
 	jqSlots  chan struct{}
 	sessions *sessions
 	oidc     *oidcFlows
-	tokens   []string // cfg.APITokens' tokens, for secret.Match
+	// signInFailures bounds failed token sign-ins per client address.
+	signInFailures *failureLimiter
+	tokens         []string // cfg.APITokens' tokens, for secret.Match
 }
 
 // apiError is the one shape of API errors.

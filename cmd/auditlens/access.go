@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/auditlens/auditlens/ingest"
@@ -112,13 +114,44 @@ func newKubeReviewer(kubeconfig string, inCluster bool, ttl time.Duration, st st
 	if err != nil {
 		return nil, err
 	}
-	cfg.Clusters = func(ctx context.Context) ([]string, error) { return storedClusters(ctx, st) }
+	// The cluster names are read once per cache period, not per token:
+	// listing them reads a column of every stored event.
+	names := &clusterNames{ttl: ttl, now: time.Now, list: func(ctx context.Context) ([]string, error) { return storedClusters(ctx, st) }}
+	cfg.Clusters = names.get
 	cfg.CacheTTL = ttl
 	r, err := kubeauth.New(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return kubeReviewer{r}, nil
+}
+
+// clusterNames keeps the stored cluster names for ttl (a new cluster is
+// reviewed within it).
+type clusterNames struct {
+	ttl  time.Duration
+	now  func() time.Time
+	list func(context.Context) ([]string, error)
+
+	mu      sync.Mutex
+	names   []string
+	expires time.Time
+}
+
+func (c *clusterNames) get(ctx context.Context) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := c.now(); c.names == nil || !now.Before(c.expires) {
+		names, err := c.list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if names == nil {
+			names = []string{}
+		}
+		c.names, c.expires = names, now.Add(c.ttl)
+	}
+	return slices.Clone(c.names), nil
 }
 
 // storedClusters lists the cluster names events were stored for.

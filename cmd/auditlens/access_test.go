@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLoopbackAddr(t *testing.T) {
@@ -114,5 +117,26 @@ func TestAuthProxyFlags(t *testing.T) {
 	}
 	if p.From[0].String() != "10.1.0.0/16" || strings.Join(p.Groups["sre"], ",") != "prod,staging" || len(p.Groups["admins"]) != 0 || p.UserHeader != "X-User" {
 		t.Errorf("authProxy: %+v", p)
+	}
+}
+
+// TestClusterNamesCached: the stored cluster names are listed once per
+// period, whatever the number of tokens reviewed, and again after it.
+func TestClusterNamesCached(t *testing.T) {
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	calls := 0
+	c := &clusterNames{ttl: time.Minute, now: func() time.Time { return now }, list: func(context.Context) ([]string, error) {
+		calls++
+		return []string{"a", fmt.Sprint("c", calls)}, nil
+	}}
+	for range 5 {
+		got, err := c.get(t.Context())
+		if err != nil || !slices.Equal(got, []string{"a", "c1"}) {
+			t.Fatalf("get: %v %v", got, err)
+		}
+	}
+	now = now.Add(time.Minute)
+	if got, _ := c.get(t.Context()); !slices.Equal(got, []string{"a", "c2"}) || calls != 2 {
+		t.Errorf("after the period: %v, %d lists; want a fresh list, 2 lists", got, calls)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "-", "output file (.gz compresses); - for stdout")
 	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same file")
 	start := fs.String("start", "2026-01-01T00:00:00Z", "timestamp of the first event (RFC3339)")
+	rate := fs.Float64("rate", auditgen.DefaultRate, "events per second of event time in the random traffic (a busy apiserver sends ~4,000; a large cluster's several tens of thousands)")
 	var sc genScenario
 	sc.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -28,6 +30,9 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := sc.check(); err != nil {
 		return err
+	}
+	if *rate <= 0 {
+		return fmt.Errorf("%w: --rate must be above 0", errUsage)
 	}
 	t0, err := time.Parse(time.RFC3339, *start)
 	if err != nil {
@@ -52,7 +57,13 @@ func runGen(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	if sc.name != "" {
 		err = sc.write(bw, *seed, t0)
 	} else {
-		err = auditgen.New(*seed, t0).WriteLog(bw, *n)
+		g := auditgen.New(*seed, t0)
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "rate" { // unset, the files stay those of earlier releases
+				g.SetRate(*rate)
+			}
+		})
+		err = g.WriteLog(bw, *n)
 	}
 	if err != nil {
 		return err

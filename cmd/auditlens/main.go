@@ -29,6 +29,7 @@ var commands = []command{
 	{"serve", "receive audit webhooks, store events, serve the API", runServe},
 	{"import", "load audit log files (plain, .gz, directories, stdin; AKS, EKS and GKE exports) into the store", runImport},
 	{"query", "print stored events matching filters, optionally through jq", runQuery},
+	{"export", "write every stored event matching filters to NDJSON or Parquet, streaming", runExport},
 	{"detect", "run the detectors over stored events and print their findings", runDetect},
 	{"report", "build a report of findings, volume, top talkers and feed health over a window", runReport},
 	{"scan", "import audit log files into a throwaway store and print what the detectors find", runScan},

@@ -5,7 +5,6 @@ package amtest
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 // Alert is the part of an alert of GET /api/v2/alerts that tests read.
@@ -36,53 +37,12 @@ func Start(t testing.TB, bin, dir string) string {
 	if err := os.WriteFile(cfg, []byte("route:\n  receiver: nowhere\nreceivers:\n- name: nowhere\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	logf, err := os.Create(filepath.Join(dir, "alertmanager.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	addr := proctest.FreeAddr(t)
 	cmd := exec.Command(bin, "--config.file="+cfg, "--storage.path="+filepath.Join(dir, "alertmanager-data"),
 		"--cluster.listen-address=", "--web.listen-address="+addr, "--log.level=warn")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("alertmanager log:\n%s", b)
-		}
-	})
 	base := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("alertmanager exited before it was ready:\n%s", b)
-		default:
-		}
-		if resp, err := http.Get(base + "/-/ready"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("alertmanager on %s not ready after 30s", addr)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	proctest.Serve(t, "alertmanager", cmd, filepath.Join(dir, "alertmanager.log"), base+"/-/ready")
+	return base
 }
 
 // Alerts returns the alerts Alertmanager at base holds that match every

@@ -52,6 +52,9 @@ type Gen struct {
 	// revs samples rv over the last minutes, for the resourceVersion a
 	// watch asked for when it started (see watchFrom).
 	revs []revAt
+	// gap is the mean time between events after the first microsecond
+	// (default 250µs: about 4,000 events a second).
+	gap time.Duration
 }
 
 type revAt struct {
@@ -67,14 +70,29 @@ func New(seed int64, start time.Time) *Gen {
 		now:  start.UTC().Truncate(time.Microsecond),
 		rv:   1_000_000 + seed%1000,
 		born: start.UTC().Add(-90 * 24 * time.Hour).Truncate(time.Second),
+		gap:  250 * time.Microsecond,
 	}
+}
+
+// DefaultRate is about how many events a second New's generator makes.
+const DefaultRate = 3984
+
+// SetRate sets about how many events a second of event time the generator
+// makes (the default is DefaultRate, a busy single apiserver); a large
+// cluster's several apiservers send tens of thousands. The events are the
+// same mix, closer together.
+func (g *Gen) SetRate(perSecond float64) {
+	if perSecond <= 0 {
+		return
+	}
+	g.gap = max(time.Duration(float64(time.Second)/perSecond)-time.Microsecond, 0)
 }
 
 // Next returns the next event. Its stageTimestamp is later than that of the
 // event before (a few hundred microseconds on average, as from a busy
 // apiserver). Kind and apiVersion are left empty, as in a webhook EventList.
 func (g *Gen) Next() auditv1.Event {
-	g.now = g.now.Add(time.Microsecond + time.Duration(g.rng.ExpFloat64()*float64(250*time.Microsecond)).Truncate(time.Microsecond))
+	g.now = g.now.Add(time.Microsecond + time.Duration(g.rng.ExpFloat64()*float64(g.gap)).Truncate(time.Microsecond))
 	if n := len(g.revs); n == 0 || g.now.Sub(g.revs[n-1].t) >= 100*time.Millisecond {
 		if n >= 18000 { // 30 minutes: keep the last 15 (watches last at most 10)
 			g.revs = append(g.revs[:0], g.revs[n/2:]...)

@@ -233,6 +233,42 @@ func TestClusterShape(t *testing.T) {
 		}
 	})
 
+	// An export reads the Distributed table in time windows: NDJSON is the
+	// events the listing returns, Parquet one row per event.
+	t.Run("export", func(t *testing.T) {
+		f := query.Filter{Cluster: []string{"cluster-seed-incident"}}
+		var listed bytes.Buffer
+		f.Limit = query.MaxLimit // one query, the reference
+		if ls, err := query.Events(ctx, st, f, nil, query.Limits{}, &listed); err != nil || ls.Truncated {
+			t.Fatalf("listing: %+v %v", ls, err)
+		}
+		var nd bytes.Buffer
+		es, err := query.Export(ctx, st, f, query.NDJSON, &nd, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if es.Events == 0 || nd.String() != listed.String() {
+			t.Errorf("export wrote %d events; differs from the listing of %d lines: %v", es.Events, strings.Count(listed.String(), "\n"), nd.String() != listed.String())
+		}
+		var pq bytes.Buffer
+		if _, err := query.Export(ctx, st, f, query.Parquet, &pq, nil); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "x.parquet")
+		if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var n struct{ N int64 }
+		if err := st.Select(ctx, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(row []byte) error {
+			return json.Unmarshal(row, &n)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if n.N != es.Events {
+			t.Errorf("the Parquet file holds %d rows, want %d", n.N, es.Events)
+		}
+	})
+
 	t.Run("report", func(t *testing.T) {
 		end := last.Add(time.Minute).Truncate(time.Minute)
 		r, err := report.Build(ctx, st, repo, report.Config{End: end, Window: end.Sub(first) + time.Hour})

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -20,6 +19,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 // User is a user of the provider.
@@ -68,15 +69,7 @@ func Binary(t testing.TB) string {
 }
 
 // FreeAddr returns a 127.0.0.1 address no one listens on now.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func FreeAddr(t testing.TB) string { return proctest.FreeAddr(t) }
 
 // Start runs oidcop on a free 127.0.0.1 port with users (by ID) and one
 // web client allowed to redirect to redirectURI. It ends with the test;
@@ -95,46 +88,10 @@ func Start(t testing.TB, redirectURI string, users map[string]User) Provider {
 	}
 	addr := FreeAddr(t)
 	p := Provider{Issuer: "http://" + addr + "/", ClientID: "auditlens", ClientSecret: "oidctest-client-secret"}
-	logf, err := os.Create(filepath.Join(dir, "oidcop.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(bin, "-listen", addr, "-issuer", p.Issuer, "-client-id", p.ClientID,
 		"-client-secret", p.ClientSecret, "-redirect-uri", redirectURI, "-users", usersFile)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %s: %v", bin, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("oidcop log:\n%s", b)
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			b, _ := os.ReadFile(logf.Name())
-			t.Fatalf("oidcop exited before it was ready:\n%s", b)
-		default:
-		}
-		if resp, err := http.Get(p.Issuer + ".well-known/openid-configuration"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("oidcop on %s not ready after 30s", addr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	proctest.Serve(t, "oidcop", cmd, filepath.Join(dir, "oidcop.log"), p.Issuer+".well-known/openid-configuration")
+	return p
 }
 
 var hiddenID = regexp.MustCompile(`name="id" value="([^"]+)"`)

@@ -1,15 +1,19 @@
-// Package proctest lists child processes, for tests that check nothing was
-// left behind.
+// Package proctest runs server processes for tests and lists child
+// processes, for tests that check nothing was left behind.
 package proctest
 
 import (
 	"bytes"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Children returns the PIDs of pid's child processes, exited ones that were
@@ -37,4 +41,62 @@ func Children(t testing.TB, pid int) []int {
 		}
 	}
 	return pids
+}
+
+// FreeAddr returns a 127.0.0.1 address no one listens on now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Serve starts a server process for a test, its output in logPath, and
+// waits until GET readyURL answers 200. The process is killed when the test
+// ends, and its log printed when the test failed; a process that exits
+// before it is ready, or is not ready within 30 s, fails the test.
+func Serve(t testing.TB, name string, cmd *exec.Cmd, logPath, readyURL string) {
+	t.Helper()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		logf.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("%s exited before it was ready:\n%s", name, b)
+		default:
+		}
+		if resp, err := http.Get(readyURL); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready at %s after 30s", name, readyURL)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -424,6 +425,59 @@ func (db *DB) Insert(ctx context.Context, insertSQL, format string, data []byte)
 				msg = "append failed"
 			}
 			return fmt.Errorf("chdb insert: %s", msg)
+		}
+	}
+	res := l.insertDone(s)
+	if res != nil {
+		defer l.destroyResult(res)
+	}
+	return l.resultErr(res, "insert")
+}
+
+// InsertFrom runs insertSQL like Insert, with its data read from r until
+// EOF and handed to the engine as it arrives, so that the data need not be
+// in memory at once (r may split it anywhere). ctx is checked between
+// reads. When r fails (an error other than io.EOF) or ctx ends, the insert
+// is cancelled and InsertFrom returns that error.
+func (db *DB) InsertFrom(ctx context.Context, insertSQL, format string, r io.Reader) error {
+	if insertSQL == "" || format == "" {
+		return errors.New("chdb insert: empty statement or format")
+	}
+	c, err := db.acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("chdb insert: %w", err)
+	}
+	defer db.release(c)
+	l := c.lib
+	s := l.insertN(c.c, unsafe.StringData(insertSQL), uintptr(len(insertSQL)),
+		unsafe.StringData(format), uintptr(len(format)))
+	if s == nil {
+		return errors.New("chdb insert: no stream (connection closed?)")
+	}
+	defer l.insertDestroy(s)
+	if msg := l.insertError(s); msg != "" {
+		return fmt.Errorf("chdb insert: %s", msg)
+	}
+	buf := make([]byte, insertChunk)
+	for {
+		if err := ctx.Err(); err != nil {
+			l.insertCancel(s)
+			return fmt.Errorf("chdb insert: %w", err)
+		}
+		n, rerr := r.Read(buf)
+		if n > 0 && l.insertAppend(s, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(n)) != 0 {
+			msg := l.insertError(s)
+			if msg == "" {
+				msg = "append failed"
+			}
+			return fmt.Errorf("chdb insert: %s", msg)
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+		if rerr != nil {
+			l.insertCancel(s)
+			return rerr
 		}
 	}
 	res := l.insertDone(s)

@@ -1,0 +1,256 @@
+package query
+
+// Export on the real embedded engine, with events made by the generator
+// and decoded as ingest decodes them.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/store"
+)
+
+var exportStart = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+
+// insertGenerated stores batches×400 generated events as cluster and
+// returns their total raw size.
+func insertGenerated(tb testing.TB, st store.Store, cluster string, batches int) int64 {
+	tb.Helper()
+	g := auditgen.New(42, exportStart)
+	var size int64
+	for range batches {
+		b, err := ingest.DecodeBody(cluster, g.EventListBody(400))
+		if err != nil || len(b.Rejects) > 0 {
+			tb.Fatalf("decoding generated events: %v %v", err, b.Rejects)
+		}
+		for _, r := range b.Rows {
+			size += int64(len(r.Raw)) + 1
+		}
+		if err := st.Insert(context.Background(), b.Rows); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return size
+}
+
+// selectOnly hides every method of a store but Select, as a store that
+// cannot write formatted output would be.
+type selectOnly struct{ Selecter }
+
+func TestExportOnEmbeddedEngine(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.Open(t)
+	insertGenerated(t, st, "a", 5)
+	insertGenerated(t, st, "b", 5)
+
+	for _, f := range []Filter{
+		{},
+		{Cluster: []string{"b"}, Verb: []string{"watch", "list"}},
+		{Since: exportStart.Add(100 * time.Millisecond), Until: exportStart.Add(300 * time.Millisecond), Order: Desc, Limit: 3},
+	} {
+		var want, got bytes.Buffer
+		all := f
+		all.All = true
+		ev, err := Events(ctx, st, all, nil, Limits{MaxOutputs: -1, MaxOutputBytes: -1}, &want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := Export(ctx, st, f, NDJSON, &got, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() || es.Events != int64(ev.Emitted) || es.Bytes != int64(got.Len()) || ev.Emitted == 0 {
+			t.Errorf("%+v: Export wrote %d events in %d bytes, Events with All %d in %d; the outputs differ: %v",
+				f, es.Events, got.Len(), ev.Emitted, want.Len(), got.String() != want.String())
+		}
+
+		var pq bytes.Buffer
+		var sent []int64
+		ps, err := Export(ctx, st, f, Parquet, &pq, func(n int64) { sent = append(sent, n) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "x.parquet")
+		if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var n string
+		if err := st.Select(ctx, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(row []byte) error {
+			n = string(row)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"n":` + strconv.Itoa(ev.Emitted) + `}`; n != want || ps.Bytes != int64(pq.Len()) || ps.Events != -1 {
+			t.Errorf("%+v: the Parquet file holds %s, want %s; stats %+v for %d bytes", f, n, want, ps, pq.Len())
+		}
+		if len(sent) == 0 || sent[len(sent)-1] != int64(ev.Emitted) {
+			t.Errorf("%+v: progress said %v, want it to end at %d", f, sent, ev.Emitted)
+		}
+	}
+
+	if _, err := Export(ctx, selectOnly{st}, Filter{}, Parquet, io.Discard, nil); !errors.Is(err, ErrExportUnsupported) {
+		t.Errorf("Parquet from a store without SelectFormat: %v, want ErrExportUnsupported", err)
+	}
+	if _, err := Export(ctx, st, Filter{Stage: []string{"Nope"}}, NDJSON, io.Discard, nil); !errors.Is(err, ErrBadFilter) {
+		t.Errorf("a bad filter: %v, want ErrBadFilter", err)
+	}
+}
+
+// BenchmarkExport measures exports of 100k generated events (about 1.3 KB
+// each) from the embedded engine to io.Discard, beside the baselines in
+// the same run: Events with All and no jq program, which is what
+// `auditlens query --all > /dev/null` runs, and the same as one query
+// without time windows.
+//
+//	go test -run '^$' -bench Export -benchtime 3x ./query/
+func BenchmarkExport(b *testing.B) {
+	st := storetest.Open(b)
+	const batches = 250
+	size := insertGenerated(b, st, "bench", batches)
+	const events = batches * 400
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.N*events)/b.Elapsed().Seconds(), "events/s")
+	}
+	b.Run("baseline=query-all", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := Events(b.Context(), st, Filter{All: true}, nil, Limits{Timeout: -1, MaxOutputs: -1, MaxOutputBytes: -1}, io.Discard)
+			if err != nil || s.Emitted != events {
+				b.Fatalf("%+v %v", s, err)
+			}
+		}
+		report(b)
+	})
+	// The same read as one sorted query (no windows): what query --all ran
+	// before the windows, faster on a small store, but the engine holds
+	// the whole selection while it sorts.
+	b.Run("baseline=one-query", func(b *testing.B) {
+		defer func(n int64) { windowEvents = n }(windowEvents)
+		windowEvents = 1 << 62
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := Events(b.Context(), st, Filter{All: true}, nil, Limits{Timeout: -1, MaxOutputs: -1, MaxOutputBytes: -1}, io.Discard)
+			if err != nil || s.Emitted != events {
+				b.Fatalf("%+v %v", s, err)
+			}
+		}
+		report(b)
+	})
+	b.Run("export=ndjson", func(b *testing.B) {
+		b.SetBytes(size)
+		b.ReportAllocs()
+		for b.Loop() {
+			s, err := Export(b.Context(), st, Filter{}, NDJSON, io.Discard, nil)
+			if err != nil || s.Events != events {
+				b.Fatalf("%+v %v", s, err)
+			}
+		}
+		report(b)
+	})
+	b.Run("export=parquet", func(b *testing.B) {
+		b.SetBytes(size) // the events' JSON size, for a rate comparable with NDJSON
+		b.ReportAllocs()
+		var out int64
+		for b.Loop() {
+			s, err := Export(b.Context(), st, Filter{}, Parquet, io.Discard, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out = s.Bytes
+		}
+		report(b)
+		b.ReportMetric(float64(out)/float64(size), "parquet/json")
+	})
+}
+
+// TestTimeWindowsOnEmbeddedEngine: an All read cut into many time windows
+// (per minute, and per second within a busy minute) returns exactly what
+// one query over the whole range returns, in either order, with time
+// bounds inside a minute and events stored twice.
+func TestTimeWindowsOnEmbeddedEngine(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.Open(t)
+	t0 := time.Date(2024, 7, 1, 10, 0, 0, 0, time.UTC)
+	var rows []store.Row
+	add := func(cluster string, i int, at time.Time) {
+		id := cluster + "-" + strconv.Itoa(i)
+		rows = append(rows, store.Row{Cluster: cluster, AuditID: id, Stage: "ResponseComplete", Verb: "get", Time: at,
+			Resource: "pods", Code: 200, Raw: []byte(`{"auditID":"` + id + `","t":"` + at.Format(time.RFC3339Nano) + `"}`)})
+	}
+	for i := range 3000 { // quiet: one event every 1.7 s, over 85 minutes
+		add("a", i, t0.Add(time.Duration(i)*1700*time.Millisecond))
+	}
+	for i := range 2000 { // busy: 2000 events within 10 s, one minute in
+		add("b", i, t0.Add(time.Minute+time.Duration(i)*5*time.Millisecond))
+	}
+	for i := range 1500 { // busy for three minutes in a row, half an hour in
+		add("e", i, t0.Add(30*time.Minute+time.Duration(i)*120*time.Millisecond))
+	}
+	// On both sides of each window boundary (whole seconds and minutes).
+	for k := range 90 {
+		add("c", 2*k, t0.Add(time.Duration(k)*time.Minute-time.Microsecond))
+		add("c", 2*k+1, t0.Add(time.Duration(k)*time.Minute))
+	}
+	for k := range 12 {
+		add("d", 2*k, t0.Add(time.Minute+time.Duration(k)*time.Second-time.Microsecond))
+		add("d", 2*k+1, t0.Add(time.Minute+time.Duration(k)*time.Second))
+	}
+	if err := st.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Insert(ctx, rows[100:110]); err != nil { // stored twice
+		t.Fatal(err)
+	}
+	defer func(n int64) { windowEvents = n }(windowEvents)
+	windowEvents = 300
+
+	for _, f := range []Filter{
+		{All: true},
+		{All: true, Order: Desc},
+		{All: true, Since: t0.Add(30 * time.Second), Until: t0.Add(70*time.Minute + 17*time.Second)},
+		{All: true, Cluster: []string{"b"}, Order: Desc},
+	} {
+		ws, err := timeWindows(ctx, st, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) < 10 {
+			t.Errorf("%+v: %d windows; the test wants many", f, len(ws))
+		}
+		// The reference: one query over the whole range, with FINAL.
+		sql, params := f.sql("raw", "audit_events FINAL")
+		var want bytes.Buffer
+		if err := st.Select(ctx, sql, params, func(row []byte) error {
+			var r struct{ Raw string }
+			if err := json.Unmarshal(row, &r); err != nil {
+				return err
+			}
+			want.WriteString(r.Raw + "\n")
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var got bytes.Buffer
+		stats, err := Events(ctx, st, f, nil, Limits{MaxOutputs: -1, MaxOutputBytes: -1}, &got)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.String() != want.String() || stats.Emitted == 0 {
+			t.Errorf("%+v: %d windows gave %d events (%d bytes), one query %d bytes; they differ", f, len(ws), stats.Emitted, got.Len(), want.Len())
+		}
+	}
+}

@@ -1,0 +1,26 @@
+package web
+
+import "time"
+
+// makeRoom readies m, which may hold at most max entries, for one more:
+// it drops the entries that have expired by now, then the soonest to
+// expire until there is room. The sessions, the OIDC sign-ins under way
+// and the sign-in limit's addresses are bounded so.
+func makeRoom[K comparable, V any](m map[K]V, max int, now time.Time, expires func(V) time.Time) {
+	for k, v := range m {
+		if !now.Before(expires(v)) {
+			delete(m, k)
+		}
+	}
+	for len(m) >= max {
+		var soonest K
+		var at time.Time
+		first := true
+		for k, v := range m {
+			if e := expires(v); first || e.Before(at) {
+				soonest, at, first = k, e, false
+			}
+		}
+		delete(m, soonest)
+	}
+}
