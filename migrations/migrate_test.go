@@ -239,7 +239,7 @@ func TestApplyOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(tables, " ")
-	for _, want := range []string{"audit_events", "findings", "reports", "detector_state", "schema_migrations"} {
+	for _, want := range []string{"audit_events", "findings", "reports", "detector_state", "schema_migrations", "audit_event_counts", "audit_event_counts_mv"} {
 		if !strings.Contains(joined, `"`+want+`"`) {
 			t.Errorf("table %s missing from %s", want, joined)
 		}
