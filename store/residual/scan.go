@@ -158,6 +158,19 @@ func scanContainer(b []byte, i, depth int) int {
 	}
 }
 
+// strStop marks the bytes scanString stops at: the quote, the backslash,
+// control bytes (invalid in a string) and, for plain, non-ASCII bytes.
+var strStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
 // scanString scans the string at b[i] (its opening quote). plain reports
 // that it holds no escape and is valid UTF-8.
 func scanString(b []byte, i int) (end int, plain bool) {
@@ -166,6 +179,12 @@ func scanString(b []byte, i int) (end int, plain bool) {
 	ascii := true
 	start := i
 	for i < len(b) {
+		for i < len(b) && !strStop[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':
@@ -196,10 +215,8 @@ func scanString(b []byte, i int) (end int, plain bool) {
 			default:
 				return -1, false
 			}
-		default:
-			if c >= utf8.RuneSelf {
-				ascii = false
-			}
+		default: // not ASCII
+			ascii = false
 			i++
 		}
 	}

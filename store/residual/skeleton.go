@@ -233,13 +233,49 @@ func (s *skeleton) close(top *[]field, kids *[]field) {
 func (s *skeleton) time(fs *[]field, key string, t time.Time) {
 	s.begin(fs, key)
 	us := t.UnixMicro()
-	s.buf = append(s.buf, '"')
-	s.buf = time.UnixMicro(us).UTC().AppendFormat(s.buf, "2006-01-02T15:04:05.000000Z07:00")
-	s.buf = append(s.buf, '"')
+	s.buf = appendMicroTime(s.buf, us)
 	s.end(fs)
 	if !trustedTime(us) {
 		(*fs)[len(*fs)-1].untrusted = true
 	}
+}
+
+// appendMicroTime appends us microseconds since the epoch as
+// metav1.MicroTime writes them, "2006-01-02T15:04:05.000000Z" (UTC), quoted.
+func appendMicroTime(b []byte, us int64) []byte {
+	t := time.UnixMicro(us).UTC()
+	year, month, day := t.Date()
+	if year < 0 || year > 9999 {
+		b = append(b, '"')
+		b = t.AppendFormat(b, "2006-01-02T15:04:05.000000Z07:00")
+		return append(b, '"')
+	}
+	hour, minute, sec := t.Clock()
+	b = append(b, '"')
+	b = appendDigits(b, year, 4)
+	b = append(b, '-')
+	b = appendDigits(b, int(month), 2)
+	b = append(b, '-')
+	b = appendDigits(b, day, 2)
+	b = append(b, 'T')
+	b = appendDigits(b, hour, 2)
+	b = append(b, ':')
+	b = appendDigits(b, minute, 2)
+	b = append(b, ':')
+	b = appendDigits(b, sec, 2)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z', '"')
+}
+
+// appendDigits appends v, 0 ≤ v < 10^n, as n decimal digits.
+func appendDigits(b []byte, v, n int) []byte {
+	var d [9]byte
+	for i := n - 1; i >= 0; i-- {
+		d[i] = byte('0' + v%10)
+		v /= 10
+	}
+	return append(b, d[:n]...)
 }
 
 // trustedTime reports whether a time of us microseconds since the epoch
@@ -265,6 +301,19 @@ func plainKey(key string) bool {
 
 const hexDigits = "0123456789abcdef"
 
+// strEscape marks the bytes appendString looks at: those it escapes and
+// the first bytes of non-ASCII characters.
+var strEscape = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'], t['<'], t['>'], t['&'] = true, true, true, true, true
+	return t
+}()
+
 // appendString appends s quoted as encoding/json writes it with HTML
 // escaping on (as the apiserver's serializer does): \" \\ \b \f \n \r \t,
 // other control bytes, <, > and & as \u00XX, U+2028 and U+2029 escaped,
@@ -273,11 +322,13 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && !strEscape[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			b = append(b, s[start:i]...)
 			switch c {
 			case '\\', '"':
