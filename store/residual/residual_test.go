@@ -204,6 +204,7 @@ var edgeCases = []struct{ name, raw string }{
 	{"impersonation", `{"auditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00.000000Z","user":{"username":"admin"},"impersonatedUser":{"username":"bob","groups":["devs"]}}`},
 	{"request and response bodies", `{"kind":"Event","apiVersion":"audit.k8s.io/v1","level":"RequestResponse","auditID":"a","stage":"ResponseComplete","requestURI":"/api/v1/namespaces/d/configmaps","verb":"create","user":{"username":"u","uid":"1","groups":["g"],"extra":{"k":["v"]}},"sourceIPs":["1.2.3.4"],"userAgent":"kubectl","objectRef":{"resource":"configmaps","namespace":"d","name":"c","apiVersion":"v1"},"responseStatus":{"metadata":{},"code":201},"requestObject":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c"},"data":{"a":"<b>\u0026"}},"responseObject":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","resourceVersion":"5","uid":"x"},"data":{"a":"<b>\u0026"}},"requestReceivedTimestamp":"2026-03-01T12:00:00.000000Z","stageTimestamp":"2026-03-01T12:00:00.010000Z","annotations":{"authorization.k8s.io/decision":"allow"}}`},
 	{"many annotations", `{"auditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00.000000Z","annotations":{` + manyAnnotations(40) + `}}`},
+	{"more annotations than taken apart", `{"auditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00.000000Z","annotations":{` + manyAnnotations(300) + `}}`},
 	{"invalid UTF-8", "{\"auditID\":\"a\",\"stage\":\"Panic\",\"stageTimestamp\":\"2026-03-01T12:00:00.000000Z\",\"user\":{\"username\":\"\xff\xfe\"},\"userAgent\":\"a\xc3\",\"annotations\":{\"k\":\"\xff\"}}"},
 }
 
@@ -235,6 +236,9 @@ func TestVerbatim(t *testing.T) {
 		`{"\u0061uditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00Z"}`,
 		`[1,2]`,
 		`{"a":`,
+		// More members than are worth taking apart (finding a repeat is
+		// quadratic).
+		`{"auditID":"a","stage":"Panic",` + manyAnnotations(300) + `}`,
 	} {
 		res := residual.Split([]byte(raw), &store.Row{})
 		if len(res) == 0 || res[0] != 'v' || string(res[1:]) != raw {
@@ -376,4 +380,26 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("skeleton %s does not hold verb %s", sk, want)
 		}
 	})
+}
+
+// TestSplitManyKeys: an event of 200,000 members (a hostile sender's) is
+// kept whole at once; taking it apart with the repeated-key check would
+// take minutes.
+func TestSplitManyKeys(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"auditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00Z"`)
+	for i := range 200000 {
+		fmt.Fprintf(&b, `,"k%d":{"a":%d}`, i, i)
+	}
+	b.WriteString(`}`)
+	raw := []byte(b.String())
+	row := decodeRow(t, raw)
+	if res := residual.Split(raw, &row); len(res) != len(raw)+1 || res[0] != 'v' {
+		t.Errorf("residual of %d bytes, want the event verbatim", len(res))
+	}
+	// Nested: the annotations of as many keys are kept as written.
+	b.Reset()
+	b.WriteString(`{"auditID":"a","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00Z","annotations":{` + manyAnnotations(200000) + `}}`)
+	raw = []byte(b.String())
+	check(t, raw, decodeRow(t, raw))
 }

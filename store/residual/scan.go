@@ -1,6 +1,9 @@
 package residual
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // A small validating scanner of JSON text: Split needs the members of an
 // object with their values' exact bytes, and must know the text is valid
@@ -18,10 +21,16 @@ type member struct {
 	value []byte
 }
 
+// maxMembers bounds the members objectMembers takes apart: finding a
+// repeated key is quadratic, and an event has about twenty. An object with
+// more is kept whole.
+const maxMembers = 256
+
 // objectMembers returns the members of the object b (space around it
 // allowed), in order. ok is false when b is not a valid JSON object, when
 // a key is not plain (it holds an escape or is not UTF-8: it would compare
-// unlike the key it decodes to) or when a key repeats.
+// unlike the key it decodes to), when a key repeats or when there are more
+// than maxMembers.
 func objectMembers(b []byte, buf []member) (ms []member, ok bool) {
 	ms = buf[:0]
 	i := skipSpace(b, 0)
@@ -48,6 +57,9 @@ func objectMembers(b []byte, buf []member) (ms []member, ok bool) {
 		i = skipSpace(b, i+1)
 		vend := scanValue(b, i, 1)
 		if vend < 0 {
+			return nil, false
+		}
+		if len(ms) == maxMembers {
 			return nil, false
 		}
 		for _, m := range ms {
@@ -179,6 +191,18 @@ func scanString(b []byte, i int) (end int, plain bool) {
 	ascii := true
 	start := i
 	for i < len(b) {
+		// Eight bytes at a time while none is a quote, a backslash, a
+		// control byte or not ASCII (the SWAR tests of each byte's high bit).
+		for i+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[i:])
+			const ones, highs = 0x0101010101010101, 0x8080808080808080
+			quote, bslash := w^(ones*'"'), w^(ones*'\\')
+			stop := (w - ones*0x20) | (quote-ones)&^quote | (bslash-ones)&^bslash | w
+			if stop&highs != 0 {
+				break
+			}
+			i += 8
+		}
 		for i < len(b) && !strStop[b[i]] {
 			i++
 		}
