@@ -153,7 +153,11 @@ func (w *Writer) insert(ctx context.Context, rows []store.Row) error {
 // a part share one buffer.
 func storedForm(rows []store.Row) []store.Row {
 	ends := make([]int, len(rows))
-	var buf []byte
+	size := 0
+	for i := range rows {
+		size += len(rows[i].Raw)
+	}
+	buf := make([]byte, 0, size/3) // residuals are ~30% of generated events
 	for i := range rows {
 		if len(rows[i].Raw) > 0 {
 			buf = residual.AppendSplit(buf, rows[i].Raw, &rows[i])

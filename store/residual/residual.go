@@ -103,8 +103,19 @@ func AppendSplit(dst, raw []byte, r *store.Row) []byte {
 // members of are compared member by member.
 func (sp *splitter) diff(ops []byte, orig []member, sk []field, nested bool) []byte {
 	buf := sp.sk.buf
+	// The original's members are mostly in the skeleton's order: look for
+	// each after the last one found first. seen marks the skeleton's
+	// fields found (the first 64; hasKey looks for the others).
+	var seen uint64
+	next := 0
 	for _, m := range orig {
-		f := lookup(sk, m.key)
+		var f *field
+		if j := find(sk, m.key, next); j >= 0 {
+			f, next = &sk[j], j+1
+			if j < 64 {
+				seen |= 1 << j
+			}
+		}
 		switch {
 		case f == nil:
 			ops = appendOp(ops, opSet, m.key, m.value)
@@ -131,7 +142,7 @@ func (sp *splitter) diff(ops []byte, orig []member, sk []field, nested bool) []b
 		}
 	}
 	for i := range sk {
-		if !hasKey(orig, sk[i].key) {
+		if i < 64 && seen&(1<<i) == 0 || i >= 64 && !hasKey(orig, sk[i].key) {
 			ops = append(ops, opDelete)
 			ops = appendBytes(ops, []byte(sk[i].key))
 		}
@@ -139,13 +150,18 @@ func (sp *splitter) diff(ops []byte, orig []member, sk []field, nested bool) []b
 	return ops
 }
 
-func lookup(fs []field, key []byte) *field {
+// find returns the index of the field of fs named key, or -1; it looks at
+// fs[hint] first.
+func find(fs []field, key []byte, hint int) int {
+	if hint < len(fs) && fs[hint].key == string(key) {
+		return hint
+	}
 	for i := range fs {
 		if fs[i].key == string(key) {
-			return &fs[i]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 func hasKey(ms []member, key string) bool {
