@@ -192,14 +192,24 @@ func Rebuild(r *store.Row, residual []byte) ([]byte, error) {
 }
 
 // outField is a member of the event being rebuilt: its value is val, or
-// the object of kids when obj is set.
+// the object of kids when obj is set; sk is the skeleton's field it comes
+// from, nil for a member the residual adds.
 type outField struct {
 	key  string
 	val  []byte
 	kids []outField
 	obj  bool
 	rank int
+	sk   *field
 }
+
+// rebuilder is the scratch space of one Rebuild.
+type rebuilder struct {
+	sk  skeleton
+	top []outField
+}
+
+var rebuilders = sync.Pool{New: func() any { return new(rebuilder) }}
 
 // AppendRebuild appends the event r and its residual describe (see
 // Rebuild) to dst.
@@ -207,30 +217,23 @@ func AppendRebuild(dst []byte, r *store.Row, residual []byte) ([]byte, error) {
 	if len(residual) > 0 && residual[0] == markVerbatim {
 		return append(dst, residual[1:]...), nil
 	}
-	var sk skeleton
-	sk.build(r, nil)
+	rb := rebuilders.Get().(*rebuilder)
+	defer rebuilders.Put(rb)
+	sk := &rb.sk
+	sk.build(r, sk.buf)
 	if len(residual) == 0 {
 		return append(dst, sk.buf...), nil
 	}
 	if residual[0] != markPatch {
 		return dst, fmt.Errorf("%w: starts with %q", ErrCorrupt, residual[0])
 	}
-	top := make([]outField, 0, len(sk.top)+4)
+	top := rb.top[:0]
 	for i := range sk.top {
 		f := &sk.top[i]
-		of := outField{key: f.key, val: sk.buf[f.start:f.end], rank: rankOf(topOrder, f.key, i)}
-		if f.kids != nil {
-			of.obj = true
-			order := orderOf(f.key)
-			of.kids = make([]outField, 0, len(f.kids)+2)
-			for j := range f.kids {
-				k := &f.kids[j]
-				of.kids = append(of.kids, outField{key: k.key, val: sk.buf[k.start:k.end], rank: rankOf(order, k.key, j)})
-			}
-		}
-		top = append(top, of)
+		top = append(top, outField{key: f.key, val: sk.buf[f.start:f.end], rank: rankOf("", f.key, i), sk: f})
 	}
 	top, err := patch(top, residual[1:], "")
+	rb.top = top[:0]
 	if err != nil {
 		return dst, err
 	}
@@ -240,13 +243,28 @@ func AppendRebuild(dst []byte, r *store.Row, residual []byte) ([]byte, error) {
 // unknownRank is the rank of the first key an order does not list.
 const unknownRank = 1 << 20
 
-// rankOf is key's place in order; a map (order nil) keeps the skeleton's
-// sorted order, i.
-func rankOf(order []string, key string, i int) int {
-	if order == nil {
+// ranks are the places of the keys of orderOf's orders.
+var ranks = map[string]map[string]int{}
+
+func init() {
+	for _, obj := range []string{"", "user", "impersonatedUser", "objectRef", "responseStatus"} {
+		m := map[string]int{}
+		for i, k := range orderOf(obj) {
+			m[k] = i
+		}
+		ranks[obj] = m
+	}
+}
+
+// rankOf is the place of key in the object at obj ("" for the top level):
+// its place in orderOf(obj), else unknownRank+i; in a map (orderOf nil)
+// the skeleton's sorted order, i.
+func rankOf(obj, key string, i int) int {
+	m, ok := ranks[obj]
+	if !ok {
 		return i
 	}
-	if j := slices.Index(order, key); j >= 0 {
+	if j, ok := m[key]; ok {
 		return j
 	}
 	return unknownRank + i
@@ -255,7 +273,6 @@ func rankOf(order []string, key string, i int) int {
 // patch applies ops to the fields fs of the object at key ("" for the top
 // level).
 func patch(fs []outField, ops []byte, key string) ([]outField, error) {
-	order := orderOf(key)
 	added := 0
 	for len(ops) > 0 {
 		op := ops[0]
@@ -275,9 +292,9 @@ func patch(fs []outField, ops []byte, key string) ([]outField, error) {
 				fs[i] = outField{key: fs[i].key, val: v, rank: fs[i].rank}
 				continue
 			}
-			rank := unknownRank + added
-			if j := slices.Index(order, string(k)); j >= 0 {
-				rank = j
+			rank := rankOf(key, string(k), unknownRank+added)
+			if _, sorted := ranks[key]; !sorted {
+				rank = unknownRank + added // after the skeleton's sorted keys
 			}
 			added++
 			fs = append(fs, outField{key: string(k), val: v, rank: rank})
@@ -291,12 +308,21 @@ func patch(fs []outField, ops []byte, key string) ([]outField, error) {
 			if sub, ops, err = readBytes(ops); err != nil {
 				return nil, err
 			}
-			if i < 0 || !fs[i].obj || key != "" {
+			if i < 0 || fs[i].sk == nil || fs[i].sk.kids == nil || key != "" {
 				return nil, fmt.Errorf("%w: patches %q, which is not an object of the skeleton", ErrCorrupt, k)
 			}
-			if fs[i].kids, err = patch(fs[i].kids, sub, fs[i].key); err != nil {
+			f := &fs[i]
+			kids := make([]outField, 0, len(f.sk.kids)+4)
+			for j := range f.sk.kids {
+				c := &f.sk.kids[j]
+				// The skeleton's fields point into the buffer f.val is cut from.
+				val := f.val[c.start-f.sk.start : c.end-f.sk.start]
+				kids = append(kids, outField{key: c.key, val: val, rank: rankOf(f.key, c.key, j)})
+			}
+			if f.kids, err = patch(kids, sub, f.key); err != nil {
 				return nil, err
 			}
+			f.obj = true
 		default:
 			return nil, fmt.Errorf("%w: unknown op %q", ErrCorrupt, op)
 		}
@@ -314,7 +340,10 @@ func readBytes(b []byte) (v, rest []byte, err error) {
 
 // appendObject writes fs as a JSON object in rank order.
 func appendObject(b []byte, fs []outField) []byte {
-	slices.SortStableFunc(fs, func(a, b outField) int { return a.rank - b.rank })
+	byRank := func(a, b outField) int { return a.rank - b.rank }
+	if !slices.IsSortedFunc(fs, byRank) {
+		slices.SortStableFunc(fs, byRank)
+	}
 	b = append(b, '{')
 	for i := range fs {
 		if i > 0 {
