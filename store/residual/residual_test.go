@@ -87,7 +87,6 @@ func decodeRow(t *testing.T, raw []byte) store.Row {
 // sizes sums residual sizes over a corpus.
 type sizes struct {
 	events, raw, residual, empty, verbatim int
-	byKey                                  map[string]int
 }
 
 func (s *sizes) add(raw, res []byte) {
