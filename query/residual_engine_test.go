@@ -79,6 +79,9 @@ func TestEventsRebuiltOnEmbeddedEngine(t *testing.T) {
 		`{"auditID":"o1","stage":"Panic","stageTimestamp":"2026-03-01T12:00:00Z","n":1e3,"user":{"username":"caf\u00e9","x":[1,2]},"annotations":{"k":"\u003c\u2028"}}`,
 		"{\"auditID\":\"o2\",\"stage\":\"Panic\",\"stageTimestamp\":\"2026-03-01T12:00:00.123456789Z\",\"userAgent\":\"\xff\",\"verb\":\"get\",\"verb\":\"list\"}",
 		`{"auditID":"o3","stage":"ResponseComplete","requestReceivedTimestamp":"1960-01-01T00:00:00.000000Z","stageTimestamp":"2300-01-01T00:00:00.000000Z","responseStatus":{"metadata":{},"code":500,"message":"boom"}}`,
+		// Bytes the engine's JSON output escapes, in columns the skeleton
+		// restores: NUL, control bytes, U+2028, a slash, quotes.
+		`{"auditID":"o5","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00.000000Z","requestReceivedTimestamp":"2026-03-01T12:00:00.000000Z","verb":"get","user":{"username":"a\u0000b\u001f\"c\\","groups":["\u2028/\t"]},"objectRef":{"resource":"pods","name":"x\ny"},"annotations":{"k\u0000":"v\r"}}`,
 		`{"kind":"Event","apiVersion":"audit.k8s.io/v1beta1","auditID":"o4","stage":"ResponseComplete","timestamp":"2018-02-01T10:00:01Z","sourceIPs":["10.0.0.1","10.0.0.2"],"objectRef":{"resource":"deployments","apiVersion":"apps/v1beta1"}}`,
 	}
 	oddLines := make([][]byte, len(odd))

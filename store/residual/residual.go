@@ -33,6 +33,11 @@
 // KEY, VALUE and a nested OPS are a uvarint length and that many bytes. A
 // key is as written between its quotes in the original, which has no
 // escapes (see objectMembers).
+//
+// The skeleton is part of the stored format: a stored residual means
+// "this skeleton, patched", so what Skeleton writes for a row, and which
+// columns it reads, must not change for the residuals already stored. A
+// different skeleton needs its own mark beside 'p'.
 package residual
 
 import (
