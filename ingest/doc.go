@@ -48,7 +48,9 @@
 //     spool still holds decoded or decodes each spooled event again
 //     (DecodeEvent), drops events whose (cluster, auditID, stage)
 //     is already stored, which is what an apiserver retry produces, inserts
-//     large batches and then checkpoints the spool.
+//     large batches and then checkpoints the spool. Each event is stored as
+//     its residual, what the typed columns cannot restore of Row.Raw
+//     (package store/residual), with the raw column empty.
 //   - Store is package store: the embedded engine or a ClickHouse server.
 //
 // Import (importer.go) skips the spool: it decodes lines with

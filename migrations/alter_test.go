@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,5 +94,45 @@ func TestApiserverColumnOnEngine(t *testing.T) {
 	}
 	if got := strings.Join(columns(), ","); got != want {
 		t.Errorf("after a second run: columns %s, want %s", got, want)
+	}
+}
+
+// TestResidualColumnOnEngine: migration 0005 leaves audit_events with the
+// residual column after raw and the codecs it sets, also when every
+// statement runs again.
+func TestResidualColumnOnEngine(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, "chdb://"+t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	codecs := func() map[string]string {
+		got := map[string]string{}
+		err := st.Select(ctx, "SELECT name, compression_codec AS codec FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' AND name IN ('raw', 'residual', 'user_groups', 'code', 'annotations')", nil,
+			func(row []byte) error {
+				var c struct{ Name, Codec string }
+				if err := json.Unmarshal(row, &c); err != nil {
+					return err
+				}
+				got[c.Name] = c.Codec
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := map[string]string{"raw": "CODEC(ZSTD(3))", "residual": "CODEC(ZSTD(1))", "user_groups": "CODEC(ZSTD(3))", "code": "CODEC(ZSTD(1))", "annotations": "CODEC(ZSTD(3))"}
+	for range 2 {
+		if _, err := Apply(ctx, st, Config{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := codecs(); !reflect.DeepEqual(got, want) {
+			t.Errorf("codecs %v, want %v", got, want)
+		}
+		if err := st.Exec(ctx, "TRUNCATE TABLE schema_migrations", nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

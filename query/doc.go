@@ -8,8 +8,9 @@
 // never becomes SQL text.
 //
 // An optional jq program ([CompileJQ], run with gojq) transforms or selects
-// the matching events. [Events] streams the result as NDJSON: one raw event
-// per line, or one jq output per line. Every query is bounded by [Limits]: a
+// the matching events. [Events] streams the result as NDJSON: one event per
+// line, as received (rebuilt from its typed columns and residual, package
+// store/residual), or one jq output per line. Every query is bounded by [Limits]: a
 // time limit, limits on the number and size of the lines written, and a
 // limit on the memory a jq program may take. An error for a limit that was
 // hit is a [*LimitError] that names the setting to raise.

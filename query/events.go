@@ -41,8 +41,11 @@ const flushEvery = 64
 // w as NDJSON. With f.All it counts the matching events per minute first
 // and reads them in time windows of about 50k events, one query each, so
 // that neither the engine nor Events holds the selection (see
-// timeWindows). Without a jq program each event is one line, its raw JSON
-// exactly as stored (unless it spans several lines; it is then compacted,
+// timeWindows). Without a jq program each event is one line, the event as
+// received: rebuilt from its typed columns and residual (package
+// store/residual; the same JSON value, and for what kube-apiserver writes
+// the same bytes), or its raw JSON exactly as stored for rows stored before
+// residuals (unless it spans several lines; it is then compacted,
 // whitespace outside strings removed). With one, each output of the program
 // over each event is one line of compact JSON; the program sees the events
 // one at a time, as jq does with a stream of inputs, and its halt ends the
@@ -110,16 +113,20 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			return stop
 		}
 		stats.Matched++
+		ev, err := rows.event()
+		if err != nil {
+			stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+			return stop
+		}
 		if jq == nil {
-			var err error
-			if line, err = appendRawLine(line[:0], rows.raw); err != nil {
+			if line, err = appendRawLine(line[:0], ev); err != nil {
 				stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
 				return stop
 			}
 			stop = out.write(line)
 			return stop
 		}
-		err := run.run(rows.raw, out)
+		err = run.run(ev, out)
 		var ee eventError
 		switch {
 		case err == nil:
@@ -141,7 +148,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	}
 	var err error
 	for _, rf := range reads {
-		sql, params := rf.SQL("cluster, audit_id, stage, raw")
+		sql, params := rf.SQL(eventColumns)
 		if err = st.Select(runCtx, sql, params, fn); err != nil {
 			break
 		}
@@ -170,7 +177,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 
 // jqRunner runs a query's jq program over its events, one at a time.
 type jqRunner interface {
-	// run runs the program over one raw event and writes each output to
+	// run runs the program over one event and writes each output to
 	// out as a line. It returns errHalt when the program halts, and an
 	// error wrapping ErrJQFailed or an eventError for a failure that
 	// concerns this event. Events calls it no more once it returned an

@@ -138,7 +138,7 @@ func TestEvents(t *testing.T) {
 			if stats != tt.wantStats {
 				t.Errorf("stats %+v, want %+v", stats, tt.wantStats)
 			}
-			if !strings.Contains(st.sql, "SELECT cluster, audit_id, stage, raw\nFROM audit_events\n") {
+			if !strings.Contains(st.sql, "SELECT "+eventColumns+"\nFROM audit_events\n") {
 				t.Errorf("query:\n%s", st.sql)
 			}
 		})
@@ -326,7 +326,7 @@ func TestEventsPassesFilter(t *testing.T) {
 	if _, err := Events(t.Context(), st, f, nil, Limits{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	wantSQL, wantParams := f.SQL("cluster, audit_id, stage, raw")
+	wantSQL, wantParams := f.SQL(eventColumns)
 	if st.sql != wantSQL || fmt.Sprint(st.params) != fmt.Sprint(wantParams) {
 		t.Errorf("query\n%s\n%v\nwant\n%s\n%v", st.sql, st.params, wantSQL, wantParams)
 	}

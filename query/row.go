@@ -4,11 +4,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/auditlens/auditlens/store"
+	"github.com/auditlens/auditlens/store/residual"
 )
 
-// eventRow is one result row of Events' query.
+// eventColumns are the columns Events selects: the key, the raw event of
+// rows stored before residuals (empty since), and what Rebuild needs to
+// restore an event stored as its residual: the residual and the typed
+// columns of the skeleton (residual.Skeleton).
+const eventColumns = "cluster, audit_id, stage, raw, residual, level, verb, request_uri, ts, received_at, " +
+	"user, user_groups, impersonated_user, user_agent, source_ip, resource, subresource, api_group, " +
+	"api_version, namespace, name, object_rv, object_uid, code, annotations"
+
+// eventRow is the key of a result row of Events' query (and, in tests, a
+// row of the old form: a raw event).
 type eventRow struct {
 	Cluster string `json:"cluster"`
 	AuditID string `json:"audit_id"`
@@ -16,10 +30,16 @@ type eventRow struct {
 	Raw     string `json:"raw"`
 }
 
-// rowReader decodes result rows, reusing one buffer for the raw events.
+// rowReader decodes result rows, reusing its buffers from row to row.
 type rowReader struct {
-	row eventRow // all but Raw
-	raw []byte   // the raw event of the last row read, valid until the next
+	row  eventRow  // all but Raw
+	raw  []byte    // the raw column of the last row read, valid until the next
+	res  []byte    // its residual column
+	cols store.Row // its typed columns (the skeleton's)
+	// stored says the row had a residual column: it was read from the
+	// store, where an empty raw means the event is stored as its residual.
+	stored  bool
+	rebuilt []byte // the last event rebuilt
 }
 
 // key names the event in error messages.
@@ -27,21 +47,46 @@ func (r *eventRow) key() string {
 	return fmt.Sprintf("%q (cluster %q, stage %s)", r.AuditID, r.Cluster, r.Stage)
 }
 
+// event returns the stored event of the last row read: its raw column
+// when set (a row stored before residuals), else the event rebuilt from
+// its columns and residual. It is valid until the next read or event.
+func (rr *rowReader) event() ([]byte, error) {
+	if len(rr.raw) > 0 || !rr.stored {
+		return rr.raw, nil
+	}
+	var err error
+	rr.rebuilt, err = residual.AppendRebuild(rr.rebuilt[:0], &rr.cols, rr.res)
+	if err != nil {
+		return nil, fmt.Errorf("rebuilding the stored event: %w", err)
+	}
+	return rr.rebuilt, nil
+}
+
 // read decodes one JSONEachRow row. Rows are objects whose values are
-// strings, most of the bytes in the escaped raw event; decoding them
+// strings, most of the bytes in the escaped raw event or residual, the
+// typed columns' numbers, arrays and maps beside them; decoding them
 // directly is several times faster than encoding/json, which validates the
 // whole row before it unquotes. Bytes that are not UTF-8 are kept as they
-// are (encoding/json would replace them), so raw events come back exactly
-// as stored. A row of any other shape goes to encoding/json.
+// are (encoding/json would replace them), so raw events and residuals come
+// back exactly as stored. A row of any other shape goes to encoding/json,
+// unless it holds a residual, which that would corrupt.
 func (rr *rowReader) read(data []byte) error {
 	if err := rr.readFast(data); err == nil {
 		return nil
 	}
-	rr.row = eventRow{}
-	if err := json.Unmarshal(data, &rr.row); err != nil {
+	var r struct {
+		eventRow
+		Residual string `json:"residual"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
 		return err
 	}
+	if r.Residual != "" {
+		return errors.New("a row with a residual in a form the row decoder does not read")
+	}
+	rr.row = r.eventRow
 	rr.raw = append(rr.raw[:0], rr.row.Raw...)
+	rr.res, rr.stored = rr.res[:0], false
 	rr.row.Raw = ""
 	return nil
 }
@@ -49,7 +94,9 @@ func (rr *rowReader) read(data []byte) error {
 var errNotFlat = errors.New("not an object of strings")
 
 func (rr *rowReader) readFast(data []byte) error {
-	rr.row, rr.raw = eventRow{}, rr.raw[:0]
+	rr.row, rr.raw, rr.res, rr.stored = eventRow{}, rr.raw[:0], rr.res[:0], false
+	clear(rr.cols.Annotations)
+	rr.cols = store.Row{Groups: rr.cols.Groups[:0], Annotations: rr.cols.Annotations}
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		return errNotFlat
@@ -67,27 +114,41 @@ func (rr *rowReader) readFast(data []byte) error {
 		if i >= len(data) || data[i] != ':' {
 			return errNotFlat
 		}
-		var dst []byte // nil: the value may alias data
-		if string(key) == "raw" {
-			if dst = rr.raw[:0]; dst == nil {
-				dst = make([]byte, 0, len(data))
-			}
-		}
-		val, n, err := unquote(dst, data, skipSpace(data, i+1))
-		if err != nil {
-			return err
-		}
+		i = skipSpace(data, i+1)
 		switch string(key) {
-		case "cluster":
-			rr.row.Cluster = string(val)
-		case "audit_id":
-			rr.row.AuditID = string(val)
-		case "stage":
-			rr.row.Stage = string(val)
-		case "raw":
-			rr.raw = val
+		case "raw", "residual":
+			dst := &rr.raw
+			if string(key) == "residual" {
+				dst, rr.stored = &rr.res, true
+			}
+			// A non-nil destination: the value must not alias data.
+			buf := (*dst)[:0]
+			if buf == nil {
+				buf = make([]byte, 0, len(data))
+			}
+			if *dst, i, err = unquote(buf, data, i); err != nil {
+				return err
+			}
+		case "code":
+			if rr.cols.Code, i, err = readInt32(data, i); err != nil {
+				return err
+			}
+		case "user_groups":
+			if i, err = rr.readGroups(data, i); err != nil {
+				return err
+			}
+		case "annotations":
+			if i, err = rr.readAnnotations(data, i); err != nil {
+				return err
+			}
+		default:
+			var val []byte
+			if val, i, err = unquote(nil, data, i); err != nil {
+				return err
+			}
+			rr.setString(string(key), val)
 		}
-		i = skipSpace(data, n)
+		i = skipSpace(data, i)
 		if i >= len(data) {
 			return errNotFlat
 		}
@@ -98,6 +159,155 @@ func (rr *rowReader) readFast(data []byte) error {
 			return trailing(data, i+1)
 		default:
 			return errNotFlat
+		}
+	}
+}
+
+// setString sets the column key of the row read to v; other keys are
+// ignored.
+func (rr *rowReader) setString(key string, v []byte) {
+	c := &rr.cols
+	switch key {
+	case "cluster":
+		rr.row.Cluster = string(v)
+	case "audit_id":
+		rr.row.AuditID = string(v)
+		c.AuditID = rr.row.AuditID
+	case "stage":
+		rr.row.Stage = string(v)
+		c.Stage = rr.row.Stage
+	case "level":
+		c.Level = string(v)
+	case "verb":
+		c.Verb = string(v)
+	case "request_uri":
+		c.RequestURI = string(v)
+	case "ts":
+		c.Time = parseColumnTime(v)
+	case "received_at":
+		c.ReceivedAt = parseColumnTime(v)
+	case "user":
+		c.User = string(v)
+	case "impersonated_user":
+		c.ImpersonatedUser = string(v)
+	case "user_agent":
+		c.UserAgent = string(v)
+	case "source_ip":
+		c.SourceIP = string(v)
+	case "resource":
+		c.Resource = string(v)
+	case "subresource":
+		c.Subresource = string(v)
+	case "api_group":
+		c.APIGroup = string(v)
+	case "api_version":
+		c.APIVersion = string(v)
+	case "namespace":
+		c.Namespace = string(v)
+	case "name":
+		c.Name = string(v)
+	case "object_rv":
+		c.ObjectRV = string(v)
+	case "object_uid":
+		c.ObjectUID = string(v)
+	}
+}
+
+// parseColumnTime reads a DateTime64(6, 'UTC') as the engines print it,
+// "2006-01-02 15:04:05.000000". A time it cannot read is the zero time:
+// the skeleton marks such times untrusted, so the residual holds the
+// original's.
+func parseColumnTime(v []byte) time.Time {
+	t, err := time.Parse("2006-01-02 15:04:05.999999", string(v))
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// readInt32 reads the integer at data[i].
+func readInt32(data []byte, i int) (int32, int, error) {
+	start := i
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+		i++
+	}
+	n, err := strconv.ParseInt(string(data[start:i]), 10, 32)
+	if err != nil {
+		return 0, 0, errNotFlat
+	}
+	return int32(n), i, nil
+}
+
+// readGroups reads an array of strings into the row's groups.
+func (rr *rowReader) readGroups(data []byte, i int) (int, error) {
+	if i >= len(data) || data[i] != '[' {
+		return 0, errNotFlat
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		v, n, err := unquote(nil, data, i)
+		if err != nil {
+			return 0, err
+		}
+		rr.cols.Groups = append(rr.cols.Groups, string(v))
+		i = skipSpace(data, n)
+		if i >= len(data) {
+			return 0, errNotFlat
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return i + 1, nil
+		default:
+			return 0, errNotFlat
+		}
+	}
+}
+
+// readAnnotations reads an object of strings into the row's annotations.
+func (rr *rowReader) readAnnotations(data []byte, i int) (int, error) {
+	if i >= len(data) || data[i] != '{' {
+		return 0, errNotFlat
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return i + 1, nil
+	}
+	if rr.cols.Annotations == nil {
+		rr.cols.Annotations = map[string]string{}
+	}
+	for {
+		k, n, err := unquote(nil, data, i)
+		if err != nil {
+			return 0, err
+		}
+		i = skipSpace(data, n)
+		if i >= len(data) || data[i] != ':' {
+			return 0, errNotFlat
+		}
+		v, n, err := unquote(nil, data, skipSpace(data, i+1))
+		if err != nil {
+			return 0, err
+		}
+		rr.cols.Annotations[string(k)] = string(v)
+		i = skipSpace(data, n)
+		if i >= len(data) {
+			return 0, errNotFlat
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return i + 1, nil
+		default:
+			return 0, errNotFlat
 		}
 	}
 }

@@ -242,6 +242,7 @@ var rowBinaryColumns = [...]struct{ name, typ string }{
 	{"req_continue", "String"},
 	{"annotations", "Map(LowCardinality(String), String)"},
 	{"raw", "String"},
+	{"residual", "String"},
 }
 
 var embeddedInsertSQL = func() string {
@@ -299,20 +300,22 @@ func appendRowBinary(b []byte, r *Row) []byte {
 	b = rbString(b, r.Continue)
 	b = rbMap(b, r.Annotations)
 	b = binary.AppendUvarint(b, uint64(len(r.Raw)))
-	return append(b, r.Raw...)
+	b = append(b, r.Raw...)
+	b = binary.AppendUvarint(b, uint64(len(r.Residual)))
+	return append(b, r.Residual...)
 }
 
 // rowBinarySize is an upper bound of the size of r in RowBinary, so that a
 // batch buffer is allocated once: the strings, up to 3 bytes of length
-// each (10 for the raw event), and the fixed-size columns.
+// each (10 for the raw event and the residual), and the fixed-size columns.
 func rowBinarySize(r *Row) int {
 	n := len(r.Cluster) + len(r.APIServer) + len(r.AuditID) + len(r.Stage) + len(r.Level) + len(r.Verb) +
 		len(r.RequestURI) + len(r.User) + len(r.ImpersonatedUser) + len(r.UserAgent) +
 		len(r.SourceIP) + len(r.Resource) + len(r.Subresource) + len(r.APIGroup) +
 		len(r.APIVersion) + len(r.Namespace) + len(r.Name) + len(r.ObjectRV) +
 		len(r.ObjectUID) + len(r.ResponseRV) + len(r.RequestedRV) + len(r.RVMatch) +
-		len(r.LabelSelector) + len(r.FieldSelector) + len(r.Continue) + len(r.Raw)
-	n += 25*3 + 10 + 2*8 + 8 + 2*4 + 1 + 2*10 // string lengths, raw's, times, limit, ints, bool, counts
+		len(r.LabelSelector) + len(r.FieldSelector) + len(r.Continue) + len(r.Raw) + len(r.Residual)
+	n += 25*3 + 2*10 + 2*8 + 8 + 2*4 + 1 + 2*10 // string lengths, raw's and residual's, times, limit, ints, bool, counts
 	for _, g := range r.Groups {
 		n += 3 + len(g)
 	}

@@ -154,8 +154,8 @@ func TestAuditEventsColumnsParse(t *testing.T) {
 	for _, c := range cols {
 		names = append(names, c.name)
 	}
-	if len(names) < 2 || names[0] != "cluster" || names[1] != "apiserver" || names[len(names)-1] != "raw" {
-		t.Errorf("columns %q: want cluster, apiserver first and raw last", names)
+	if len(names) < 2 || names[0] != "cluster" || names[1] != "apiserver" || names[len(names)-1] != "residual" {
+		t.Errorf("columns %q: want cluster, apiserver first and residual last", names)
 	}
 	var want []string
 	for _, c := range rowBinaryColumns {

@@ -4,7 +4,9 @@ import "time"
 
 // Row is one audit event flattened into the typed columns of the
 // audit_events table, plus the raw event bytes. Ingest builds rows; the
-// engines write them. Field comments name the column.
+// engines write them. The writer stores an event as its residual (package
+// store/residual) and an empty Raw; rows stored before that keep Raw and
+// no residual. Field comments name the column.
 type Row struct {
 	Cluster          string            // cluster: the sender, from the URL path, token or certificate
 	APIServer        string            // apiserver: which kube-apiserver of the cluster sent it; "" when not said
@@ -39,7 +41,8 @@ type Row struct {
 	Limit            int64             // req_limit
 	Continue         string            // req_continue
 	Annotations      map[string]string // annotations
-	Raw              []byte            // raw: the event JSON as received
+	Raw              []byte            // raw: the event JSON as received; empty when Residual holds it
+	Residual         []byte            // residual: what the columns above cannot restore of Raw (package store/residual)
 }
 
 // Key identifies an event across retries and re-imports: the apiserver

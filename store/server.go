@@ -393,7 +393,7 @@ var insertColumns = [...]string{
 	"resource", "subresource", "api_group", "api_version", "namespace", "name",
 	"object_rv", "object_uid", "code", "response_rv", "watch",
 	"req_rv", "req_rv_match", "timeout_seconds", "label_selector", "field_selector",
-	"req_limit", "req_continue", "annotations", "raw",
+	"req_limit", "req_continue", "annotations", "raw", "residual",
 }
 
 var insertSQL = "INSERT INTO audit_events (" + strings.Join(insertColumns[:], ", ") + ")"
@@ -413,7 +413,7 @@ type insertBatch struct {
 	watch                                                          []bool
 	limit                                                          []int64
 	annotations                                                    []map[string]string
-	raw                                                            [][]byte
+	raw, residual                                                  [][]byte
 }
 
 var insertPool = sync.Pool{New: func() any { return new(insertBatch) }}
@@ -446,9 +446,11 @@ func (b *insertBatch) reset() {
 	clear(b.groups)
 	clear(b.annotations)
 	clear(b.raw)
+	clear(b.residual)
 	b.ts, b.receivedAt = b.ts[:0], b.receivedAt[:0]
 	b.groups, b.code, b.timeoutSeconds = b.groups[:0], b.code[:0], b.timeoutSeconds[:0]
 	b.watch, b.limit, b.annotations, b.raw = b.watch[:0], b.limit[:0], b.annotations[:0], b.raw[:0]
+	b.residual = b.residual[:0]
 }
 
 // appendRows adds rows to the columns.
@@ -489,6 +491,7 @@ func (b *insertBatch) appendRows(rows []Row) {
 		b.continue_ = append(b.continue_, r.Continue)
 		b.annotations = append(b.annotations, r.Annotations)
 		b.raw = append(b.raw, r.Raw)
+		b.residual = append(b.residual, r.Residual)
 	}
 }
 
@@ -500,7 +503,7 @@ func (b *insertBatch) values() []any {
 		b.resource, b.subresource, b.apiGroup, b.apiVersion, b.namespace, b.name,
 		b.objectRV, b.objectUID, b.code, b.responseRV, b.watch,
 		b.requestedRV, b.rvMatch, b.timeoutSeconds, b.labelSelector, b.fieldSelector,
-		b.limit, b.continue_, b.annotations, b.raw,
+		b.limit, b.continue_, b.annotations, b.raw, b.residual,
 	}
 }
 

@@ -469,6 +469,13 @@ func srvTestRows() []Row {
 			Time: time.Date(2025, 3, 4, 5, 6, 8, 1000, time.UTC), Code: -1, TimeoutSeconds: math.MaxInt32,
 			Limit: math.MaxInt64, Raw: nil,
 		},
+		{
+			// As the writer stores an event now: no raw, a residual of
+			// binary lengths and JSON text (bytes not UTF-8 included).
+			Cluster: "prod-eu", AuditID: "5e3f", Stage: "ResponseComplete", Verb: "get",
+			Time:     time.Date(2025, 3, 4, 5, 6, 9, 0, time.UTC),
+			Residual: []byte("po\x04user\x0cs\x03uid\x05\"u-1\"s\x01x\x04\"\xff\u2028\"d\x04kind"),
+		},
 	}
 }
 
@@ -591,7 +598,7 @@ func TestServerInsertRetryRebuildsBatch(t *testing.T) {
 	s := &server{conn: fc, log: srvDiscard()}
 	rows := srvTestRows()
 	err := s.Insert(context.Background(), rows)
-	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "inserting 2 rows into audit_events") {
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "inserting 3 rows into audit_events") {
 		t.Fatalf("first Insert: %v", err)
 	}
 	if err := s.Insert(context.Background(), rows); err != nil {
