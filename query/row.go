@@ -142,6 +142,14 @@ func (rr *rowReader) readFast(data []byte) error {
 				return err
 			}
 		default:
+			if i < len(data) && data[i] != '"' {
+				// A column Events does not read (a number, a Bool, an
+				// array): an export's row holds every column.
+				if i, err = skipValue(data, i); err != nil {
+					return err
+				}
+				break
+			}
 			var val []byte
 			if val, i, err = unquote(nil, data, i); err != nil {
 				return err
@@ -310,6 +318,44 @@ func (rr *rowReader) readAnnotations(data []byte, i int) (int, error) {
 			return 0, errNotFlat
 		}
 	}
+}
+
+// skipValue returns the index after the JSON value at data[i]: a number,
+// true, false, null, or an array or object (whose strings may hold
+// brackets).
+func skipValue(data []byte, i int) (int, error) {
+	depth := 0
+	for i < len(data) {
+		switch c := data[i]; {
+		case c == '"':
+			_, n, err := unquote(nil, data, i)
+			if err != nil {
+				return i, err
+			}
+			i = n
+			if depth == 0 {
+				return i, nil
+			}
+			continue
+		case c == '[' || c == '{':
+			depth++
+		case c == ']' || c == '}':
+			if depth == 0 {
+				return i, nil // the end of the enclosing object
+			}
+			depth--
+			if depth == 0 {
+				return i + 1, nil
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return i, nil
+		}
+		i++
+	}
+	if depth != 0 {
+		return i, errNotFlat
+	}
+	return i, nil
 }
 
 func skipSpace(data []byte, i int) int {

@@ -119,7 +119,9 @@ type bucket struct {
 func countPer(ctx context.Context, st Selecter, f Filter, secs int) ([]bucket, error) {
 	p := store.Params{}
 	var b strings.Builder
-	fmt.Fprintf(&b, "SELECT intDiv(toUnixTimestamp(ts), %d) * %d AS t, count() AS n\nFROM audit_events", secs, secs)
+	// In microseconds of DateTime64: toUnixTimestamp's UInt32 seconds
+	// overflow after 2106 (and before 1970), which events may claim.
+	fmt.Fprintf(&b, "SELECT toUnixTimestamp64Micro(ts) - positiveModulo(toUnixTimestamp64Micro(ts), %d) AS t, count() AS n\nFROM audit_events", secs*1_000_000)
 	b.WriteString(f.where(p))
 	b.WriteString("\nGROUP BY t\nORDER BY t")
 	var out []bucket
@@ -128,7 +130,7 @@ func countPer(ctx context.Context, st Selecter, f Filter, secs int) ([]bucket, e
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding an event count: %w", err)
 		}
-		out = append(out, bucket{start: time.Unix(r.T, 0).UTC(), width: time.Duration(secs) * time.Second, n: r.N})
+		out = append(out, bucket{start: time.UnixMicro(r.T).UTC(), width: time.Duration(secs) * time.Second, n: r.N})
 		return nil
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,12 @@ type Query struct {
 	// Sent, when not nil, is called by SelectFormat once every row of
 	// the query has gone to the engine's formatting.
 	Sent func()
+	// Transform, when not nil, rewrites each row on its way to the
+	// formatting: the rows then travel as JSONEachRow lines (without the
+	// newline), and Transform returns the line to format in place of the
+	// one it was given, with the same keys (it may reuse the line's
+	// memory). Either every query of a SelectFormat has one or none has.
+	Transform func(line []byte) ([]byte, error)
 }
 
 // SelectFormat runs the SELECTs of queries one after the other and writes
@@ -69,6 +76,17 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	if err != nil {
 		return 0, err
 	}
+	// The rows travel as Native blocks, or as JSONEachRow lines through
+	// the queries' Transform.
+	transit := "Native"
+	if queries[0].Transform != nil {
+		transit = "JSONEachRow"
+	}
+	for _, q := range queries {
+		if (q.Transform != nil) != (transit == "JSONEachRow") {
+			return 0, errors.New("formatting on the embedded engine: every query or none has a Transform")
+		}
+	}
 
 	dir, err := os.MkdirTemp("", "auditlens-format-")
 	if err != nil {
@@ -101,10 +119,20 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	go func() {
 		defer close(selected)
 		for _, q := range queries {
-			if serr = e.db.QueryStream(ctx, q.SQL, "Native", q.Params, func(chunk []byte) error {
+			send := func(chunk []byte) error {
 				_, err := pw.Write(chunk)
 				return err
-			}); serr != nil {
+			}
+			var lines *lineTransform
+			if q.Transform != nil {
+				lines = &lineTransform{fn: q.Transform, w: pw}
+				send = lines.write
+			}
+			serr = e.db.QueryStream(ctx, q.SQL, transit, q.Params, send)
+			if serr == nil && lines != nil {
+				serr = lines.flush()
+			}
+			if serr != nil {
 				serr = fmt.Errorf("selecting %s on the embedded engine: %w", stmtHead(q.SQL), serr)
 				break
 			}
@@ -120,7 +148,7 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	// to the end of what the queries send, whatever ctx says.
 	stmt := "INSERT INTO FUNCTION file(" + quoteString(path) + ", '" + format + "', " + quoteString(structure) + ")\n" +
 		"SETTINGS " + set.String()
-	ierr := e.db.InsertFrom(context.WithoutCancel(ctx), stmt, "Native", pr)
+	ierr := e.db.InsertFrom(context.WithoutCancel(ctx), stmt, transit, pr)
 	pr.CloseWithError(errInsertEnded) // the queries stop if it ended early
 	<-selected
 	if ierr != nil {
@@ -140,6 +168,57 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 		return out.written(), serr
 	}
 	return out.written(), nil
+}
+
+// lineTransform passes JSONEachRow output through a row transform: it
+// splits chunks into lines (a line may span chunks), transforms each and
+// writes it to w with its newline.
+type lineTransform struct {
+	fn      func([]byte) ([]byte, error)
+	w       io.Writer
+	partial []byte
+	out     []byte
+}
+
+func (l *lineTransform) write(chunk []byte) error {
+	l.out = l.out[:0]
+	for len(chunk) > 0 {
+		nl := bytes.IndexByte(chunk, '\n')
+		if nl < 0 {
+			l.partial = append(l.partial, chunk...)
+			break
+		}
+		line := chunk[:nl]
+		if len(l.partial) > 0 {
+			line = append(l.partial, line...)
+		}
+		chunk = chunk[nl+1:]
+		t, err := l.fn(line)
+		if err != nil {
+			return err
+		}
+		l.out = append(append(l.out, t...), '\n')
+		l.partial = l.partial[:0]
+	}
+	if len(l.out) == 0 {
+		return nil
+	}
+	_, err := l.w.Write(l.out)
+	return err
+}
+
+// flush transforms a last line without a newline.
+func (l *lineTransform) flush() error {
+	if len(bytes.TrimSpace(l.partial)) == 0 {
+		return nil
+	}
+	t, err := l.fn(l.partial)
+	if err != nil {
+		return err
+	}
+	l.partial = l.partial[:0]
+	_, err = l.w.Write(append(t, '\n'))
+	return err
 }
 
 // errInsertEnded stops the queries of SelectFormat when its insert ended
