@@ -391,14 +391,21 @@ var createLocal = regexp.MustCompile(`(?m)^CREATE TABLE IF NOT EXISTS (\S*?)(\w+
 // detector_state likewise by its row identity (detector, cluster, key).
 // schema_migrations: the version.
 //
+// audit_event_counts: cityHash64(cluster, slot). Its rows are written on
+// each shard by the materialized view over that shard's events, and only
+// the migration's backfill goes through the Distributed table; readers
+// sum the counts of every shard with GROUP BY and never use FINAL, so any
+// placement is correct. The key only spreads the backfill.
+//
 // Placement holds only for rows written through the Distributed tables;
 // never insert into the _local tables directly.
 var shardKeys = map[string]string{
-	"audit_events":      "cityHash64(cluster, audit_id)",
-	"findings":          "cityHash64(id)",
-	"reports":           "cityHash64(id)",
-	"detector_state":    "cityHash64(detector, cluster, key)",
-	"schema_migrations": "version",
+	"audit_events":       "cityHash64(cluster, audit_id)",
+	"findings":           "cityHash64(id)",
+	"reports":            "cityHash64(id)",
+	"detector_state":     "cityHash64(detector, cluster, key)",
+	"schema_migrations":  "version",
+	"audit_event_counts": "cityHash64(cluster, slot)",
 }
 
 // alterLocal finds an ALTER of a local table; columnClause, whether it

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/migrations"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/store/residual"
 )
@@ -192,4 +193,82 @@ func engineRow(r *store.Row, res []byte) []byte {
 		ts(r.Time), ts(r.ReceivedAt), str(r.User), strings.Join(groups, ","), str(r.ImpersonatedUser), str(r.UserAgent), str(r.SourceIP),
 		str(r.Resource), str(r.Subresource), str(r.APIGroup), str(r.APIVersion), str(r.Namespace), str(r.Name), str(r.ObjectRV),
 		str(r.ObjectUID), r.Code, strings.Join(ann, ","))
+}
+
+// BenchmarkHistogramStore: the explorer's histogram of one hour that
+// holds nearly all of the detector benchmark's 10M stored events
+// (detect/bench_test.go builds that store; give a copy, since opening it
+// applies the migrations, 0006's backfill included), in the 30 s bars the
+// timeline asks for, with ragged edges as a window ending now has; from
+// the rollup and from the events in the same run. Also the value list of
+// users over the same hour.
+//
+//	AUDITLENS_ROLLUP_BENCH_STORE=/var/tmp/rollup-bench \
+//	  go test ./query/ -run '^$' -bench HistogramStore -benchtime 10x -count 3
+func BenchmarkHistogramStore(b *testing.B) {
+	dir := os.Getenv("AUDITLENS_ROLLUP_BENCH_STORE")
+	if dir == "" {
+		b.Skip("set AUDITLENS_ROLLUP_BENCH_STORE to a copy of the detector benchmark's store (AUDITLENS_DETECT_BENCH_STORE)")
+	}
+	ctx := b.Context()
+	st, err := store.Open(ctx, "chdb://"+dir, store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	t0 := time.Now()
+	res, err := migrations.Apply(ctx, st, migrations.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(res.Applied) > 0 {
+		b.Logf("applied %d migrations (the rollup's backfill among them) in %s", len(res.Applied), time.Since(t0).Round(time.Millisecond))
+	}
+	// The bench store's events run from 08:00 to 09:05 on 2026-05-04.
+	f := Filter{Since: time.Date(2026, 5, 4, 8, 5, 0, 250_000_000, time.UTC), Until: time.Date(2026, 5, 4, 9, 5, 0, 250_000_000, time.UTC)}
+	h, err := HistogramEvents(ctx, st, f, HistogramOptions{Buckets: 120})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if h.Source != SourceRollup || h.StepMS != 30_000 {
+		b.Fatalf("the hour in 120 bars: source %s, step %d ms; want the rollup's 30 s", h.Source, h.StepMS)
+	}
+	b.Logf("the window holds %d events", h.Total)
+	for _, by := range []string{"verb", "user"} {
+		for _, fromEvents := range []bool{false, true} {
+			name := "by=" + by + "/rollup"
+			if fromEvents {
+				name = "by=" + by + "/events"
+			}
+			b.Run(name, func(b *testing.B) {
+				opt := HistogramOptions{By: by, Buckets: 120, FromEvents: fromEvents}
+				b.ReportAllocs()
+				for b.Loop() {
+					got, err := HistogramEvents(ctx, st, f, opt)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if got.Total != h.Total {
+						b.Fatalf("%d events, want %d", got.Total, h.Total)
+					}
+				}
+			})
+		}
+	}
+	for _, rollup := range []bool{true, false} {
+		name := "values=user/rollup"
+		if !rollup {
+			name = "values=user/events"
+		}
+		b.Run(name, func(b *testing.B) {
+			vf := f
+			vf.Limit = 50
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := values(ctx, st, vf, "user", rollup); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

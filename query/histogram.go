@@ -47,6 +47,9 @@ type HistogramOptions struct {
 	// Top is the number of series named; the rest are summed into
 	// OtherSeries (default 8, at most 50).
 	Top int
+	// FromEvents counts audit_events even when the rollup could answer:
+	// for the tests and benchmarks that compare the two.
+	FromEvents bool
 }
 
 // Histogram is the number of events per time bucket, stacked by the values
@@ -61,7 +64,18 @@ type Histogram struct {
 	Series  []Series `json:"series"`
 	Buckets []Bucket `json:"buckets"`
 	Total   int64    `json:"total"`
+	// Source says what was counted: SourceRollup or SourceEvents.
+	Source string `json:"source"`
 }
+
+// The sources of a histogram's counts.
+const (
+	// SourceEvents: the events of the window (audit_events).
+	SourceEvents = "events"
+	// SourceRollup: the rollup's counts for the window's whole slots, the
+	// events for its edges (see rollupSlot).
+	SourceRollup = "rollup"
+)
 
 // Series is one value of the dimension and its number of events.
 type Series struct {
@@ -102,10 +116,14 @@ func histogramStep(span time.Duration, n int) time.Duration {
 // both ends.
 //
 // It counts stored events, not requests: a request whose policy records
-// several stages counts once per stage, as the event table lists it. It
-// reads without FINAL, as a listing does (see dupSlack): an event stored
-// twice, which the writer's lookup makes rare, counts twice until
-// ClickHouse merges the copies.
+// several stages counts once per stage, as the event table lists it.
+//
+// It reads the rollup when that answers exactly (f filters on no object
+// name and the step is a whole number of rollupSlot) and audit_events
+// otherwise, without FINAL as a listing does (see dupSlack). Either way an
+// event stored twice, which the writer's lookup makes rare, counts twice:
+// in the events until ClickHouse merges the copies, in the rollup for good
+// (see rollupSlot).
 func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOptions) (Histogram, error) {
 	if f.Since.IsZero() || f.Until.IsZero() {
 		return Histogram{}, fmt.Errorf("%w: a histogram needs since and until", ErrBadFilter)
@@ -136,14 +154,16 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 	step := histogramStep(f.Until.Sub(f.Since), opt.Buckets)
 	start := f.Since.UTC().Truncate(step)
 	n := int((f.Until.Sub(start) + step - 1) / step)
-	h := Histogram{Since: start, Until: f.Until.UTC(), StepMS: step.Milliseconds(), By: opt.By}
+	h := Histogram{Since: start, Until: f.Until.UTC(), StepMS: step.Milliseconds(), By: opt.By, Source: SourceEvents}
+	rollup := !opt.FromEvents && useRollup(f, opt.By, step)
+	if rollup {
+		h.Source = SourceRollup
+	}
 
 	p := map[string]string{}
-	where := f.where(p)
+	sql := countSQL(f, "toUInt32(intDiv($T - {start_ms:Int64}, {step_ms:Int64})) AS b, "+col+" AS k", "b, k", rollup, p)
 	p["start_ms"] = strconv.FormatInt(start.UnixMilli(), 10)
 	p["step_ms"] = strconv.FormatInt(h.StepMS, 10)
-	sql := "SELECT toUInt32(intDiv(toUnixTimestamp64Milli(ts) - {start_ms:Int64}, {step_ms:Int64})) AS b, " + col +
-		" AS k, toUInt32(count()) AS n\nFROM audit_events" + where + "\nGROUP BY b, k"
 
 	type cell struct {
 		b int
@@ -155,7 +175,7 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 		var r struct {
 			B uint32 `json:"b"`
 			K string `json:"k"`
-			N uint32 `json:"n"`
+			N int64  `json:"n"`
 		}
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding a histogram row: %w", err)
@@ -163,9 +183,9 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 		if int(r.B) >= n {
 			return nil // cannot happen: ts < until
 		}
-		cells[r.K] = append(cells[r.K], cell{int(r.B), int64(r.N)})
-		totals[r.K] += int64(r.N)
-		h.Total += int64(r.N)
+		cells[r.K] = append(cells[r.K], cell{int(r.B), r.N})
+		totals[r.K] += r.N
+		h.Total += r.N
 		return nil
 	})
 	if err != nil {
@@ -215,8 +235,14 @@ type Value struct {
 
 // Values lists the most frequent values of field among the events f
 // selects, the most frequent first, at most f's limit. For filter
-// suggestions, so it reads without FINAL (see HistogramEvents).
+// suggestions, so it reads without FINAL; from the rollup when it answers
+// (see HistogramEvents).
 func Values(ctx context.Context, st Selecter, f Filter, field string) ([]Value, error) {
+	return values(ctx, st, f, field, true)
+}
+
+// values is Values, reading the rollup only when allowed to.
+func values(ctx context.Context, st Selecter, f Filter, field string, rollup bool) ([]Value, error) {
 	col, ok := dimensions[field]
 	if !ok {
 		return nil, fmt.Errorf("%w: field %q: use verb, user, user_agent, resource, namespace, name, code, cluster, apiserver or stage", ErrBadFilter, field)
@@ -225,19 +251,18 @@ func Values(ctx context.Context, st Selecter, f Filter, field string) ([]Value, 
 		return nil, err
 	}
 	p := map[string]string{}
-	sql := "SELECT " + col + " AS v, toUInt32(count()) AS n\nFROM audit_events" + f.where(p) +
-		"\nGROUP BY v\nORDER BY n DESC, v\nLIMIT {limit:UInt32}"
+	sql := countSQL(f, col+" AS v", "v", rollup && useRollup(f, field, 0), p) + "\nORDER BY n DESC, v\nLIMIT {limit:UInt32}"
 	p["limit"] = strconv.Itoa(f.limit())
 	out := []Value{}
 	err := st.Select(ctx, sql, p, func(row []byte) error {
 		var r struct {
 			V string `json:"v"`
-			N uint32 `json:"n"`
+			N int64  `json:"n"`
 		}
 		if err := json.Unmarshal(row, &r); err != nil {
 			return fmt.Errorf("decoding a value row: %w", err)
 		}
-		out = append(out, Value{r.V, int64(r.N)})
+		out = append(out, Value{r.V, r.N})
 		return nil
 	})
 	if err != nil {

@@ -98,7 +98,7 @@ func TestAggregatesOnEmbeddedEngine(t *testing.T) {
 		got, _ := json.Marshal(h)
 		want := `{"since":"2024-06-01T10:00:00Z","until":"2024-06-01T10:03:00Z","step_ms":60000,"by":"verb",` +
 			`"series":[{"key":"watch","total":5},{"key":"create","total":3},{"key":"get","total":3},{"key":"delete","total":1},{"key":"list","total":1},{"key":"patch","total":1}],` +
-			`"buckets":[{"t":"2024-06-01T10:00:00Z","counts":[1,0,3,0,1,0]},{"t":"2024-06-01T10:01:00Z","counts":[3,0,0,0,0,0]},{"t":"2024-06-01T10:02:00Z","counts":[1,3,0,1,0,1]}],"total":14}`
+			`"buckets":[{"t":"2024-06-01T10:00:00Z","counts":[1,0,3,0,1,0]},{"t":"2024-06-01T10:01:00Z","counts":[3,0,0,0,0,0]},{"t":"2024-06-01T10:02:00Z","counts":[1,3,0,1,0,1]}],"total":14,"source":"rollup"}`
 		if string(got) != want {
 			t.Errorf("histogram\n got %s\nwant %s", got, want)
 		}

@@ -131,6 +131,11 @@ func TestPerClusterAccess(t *testing.T) {
 		{"events", "/api/v1/events", nil},
 		{"events with jq", "/api/v1/events", url.Values{"jq": {".auditID"}}},
 		{"histogram", "/api/v1/histogram", url.Values{"by": {"cluster"}}},
+		// 30 s bars and minutes: the rollup, with ragged edges for the
+		// first (see rollupHistograms below).
+		{"histogram from the rollup", "/api/v1/histogram", url.Values{"by": {"cluster"}, "buckets": {"20"},
+			"since": {t0.Add(7 * time.Second).Format(time.RFC3339Nano)}, "until": {t0.Add(9*time.Minute + 50500*time.Millisecond).Format(time.RFC3339Nano)}}},
+		{"histogram by cluster from the rollup", "/api/v1/histogram", url.Values{"by": {"cluster"}, "buckets": {"11"}}},
 		{"values", "/api/v1/values", url.Values{"field": {"cluster"}}},
 		{"object history", "/api/v1/objects/history", url.Values{"resource": {"endpoints"}, "namespace": {"default"}, "name": {"cart"}}},
 		{"heartbeats", "/api/v1/heartbeats", url.Values{"node": {"alpha-node,beta-node"}, "others": {"5"}}},
@@ -172,6 +177,19 @@ func TestPerClusterAccess(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("rollupHistograms", func(t *testing.T) {
+		for _, ep := range endpoints {
+			if !strings.HasSuffix(ep.name, "from the rollup") {
+				continue
+			}
+			for _, cluster := range []string{"alpha", "beta", ""} {
+				if _, body := get("every", endpoint(ep.path, ep.extra, cluster)); !strings.Contains(body, `"source":"rollup"`) || !strings.Contains(body, `"total":`) {
+					t.Errorf("%s of %q: not from the rollup: %s", ep.name, cluster, body)
+				}
+			}
+		}
+	})
 
 	t.Run("finding by id", func(t *testing.T) {
 		if code, _ := get("only-alpha", "/api/v1/findings/watch-loop-alpha"); code != 200 {

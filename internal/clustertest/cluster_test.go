@@ -45,6 +45,10 @@ func TestClusterShape(t *testing.T) {
 				t.Errorf("%s is %q over %q, want Distributed over ReplacingMergeTree", tb, engines[tb], engines[tb+"_local"])
 			}
 		}
+		if engines["audit_event_counts"] != "Distributed" || engines["audit_event_counts_local"] != "SummingMergeTree" || engines["audit_event_counts_mv"] != "MaterializedView" {
+			t.Errorf("the rollup is %q over %q fed by %q, want Distributed over SummingMergeTree fed by a MaterializedView",
+				engines["audit_event_counts"], engines["audit_event_counts_local"], engines["audit_event_counts_mv"])
+		}
 	})
 
 	// A plain IN subquery over a Distributed table is refused, as on a
@@ -113,6 +117,43 @@ func TestClusterShape(t *testing.T) {
 	if len(all) == 0 {
 		t.Fatal("no findings to go on with")
 	}
+
+	// The rollup, fed by the view on the local events table and read
+	// through its Distributed table, counts what the events count.
+	t.Run("histogram from the rollup", func(t *testing.T) {
+		f := query.Filter{Since: first.Add(7 * time.Second), Until: last.Add(-3 * time.Second)}
+		for _, by := range []string{"verb", "user", "cluster"} {
+			opt := query.HistogramOptions{By: by, Buckets: min(1000, max(1, int(f.Until.Sub(f.Since)/(30*time.Second)))), Top: 50}
+			h, err := query.HistogramEvents(ctx, st, f, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opt.FromEvents = true
+			want, err := query.HistogramEvents(ctx, st, f, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Source != query.SourceRollup || want.Total == 0 {
+				t.Fatalf("by %s: source %s, %d events", by, h.Source, want.Total)
+			}
+			h.Source = want.Source
+			g, _ := json.Marshal(h)
+			w, _ := json.Marshal(want)
+			if string(g) != string(w) {
+				t.Errorf("by %s: from the rollup\n%s\nfrom the events\n%s", by, g, w)
+			}
+			vals, err := query.Values(ctx, st, query.Filter{Since: f.Since, Until: f.Until, Limit: 50}, by)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				if i >= len(want.Series) || want.Series[i].Key != v.Value || want.Series[i].Total != v.Count {
+					t.Errorf("values of %s: %v, histogram series %v", by, vals, want.Series)
+					break
+				}
+			}
+		}
+	})
 
 	// Copies of stored rows, inserted past the writer's dedup (two
 	// writers racing): FINAL through the Distributed table collapses them.
