@@ -395,43 +395,15 @@ const insertChunk = 1 << 20
 // checked between chunks; a cancelled insert commits nothing it had not
 // already flushed (ClickHouse inserts are not transactions).
 func (db *DB) Insert(ctx context.Context, insertSQL, format string, data []byte) error {
-	if insertSQL == "" || format == "" {
-		return errors.New("chdb insert: empty statement or format")
-	}
-	c, err := db.acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("chdb insert: %w", err)
-	}
-	defer db.release(c)
-	l := c.lib
-	s := l.insertN(c.c, unsafe.StringData(insertSQL), uintptr(len(insertSQL)),
-		unsafe.StringData(format), uintptr(len(format)))
-	if s == nil {
-		return errors.New("chdb insert: no stream (connection closed?)")
-	}
-	defer l.insertDestroy(s)
-	if msg := l.insertError(s); msg != "" {
-		return fmt.Errorf("chdb insert: %s", msg)
-	}
-	for off := 0; off < len(data); off += insertChunk {
-		if err := ctx.Err(); err != nil {
-			l.insertCancel(s)
-			return fmt.Errorf("chdb insert: %w", err)
+	off := 0
+	return db.insert(ctx, insertSQL, format, func() ([]byte, error) {
+		if off >= len(data) {
+			return nil, io.EOF
 		}
 		chunk := data[off:min(off+insertChunk, len(data))]
-		if l.insertAppend(s, unsafe.Pointer(unsafe.SliceData(chunk)), uintptr(len(chunk))) != 0 {
-			msg := l.insertError(s)
-			if msg == "" {
-				msg = "append failed"
-			}
-			return fmt.Errorf("chdb insert: %s", msg)
-		}
-	}
-	res := l.insertDone(s)
-	if res != nil {
-		defer l.destroyResult(res)
-	}
-	return l.resultErr(res, "insert")
+		off += len(chunk)
+		return chunk, nil
+	})
 }
 
 // InsertFrom runs insertSQL like Insert, with its data read from r until
@@ -440,6 +412,17 @@ func (db *DB) Insert(ctx context.Context, insertSQL, format string, data []byte)
 // reads. When r fails (an error other than io.EOF) or ctx ends, the insert
 // is cancelled and InsertFrom returns that error.
 func (db *DB) InsertFrom(ctx context.Context, insertSQL, format string, r io.Reader) error {
+	buf := make([]byte, insertChunk)
+	return db.insert(ctx, insertSQL, format, func() ([]byte, error) {
+		n, err := r.Read(buf)
+		return buf[:n], err
+	})
+}
+
+// insert runs a streaming insert of the chunks next returns, until it
+// returns io.EOF (with or without a last chunk). Any other error of next,
+// or ctx ending, cancels the insert; next's error is returned as it is.
+func (db *DB) insert(ctx context.Context, insertSQL, format string, next func() ([]byte, error)) error {
 	if insertSQL == "" || format == "" {
 		return errors.New("chdb insert: empty statement or format")
 	}
@@ -458,14 +441,13 @@ func (db *DB) InsertFrom(ctx context.Context, insertSQL, format string, r io.Rea
 	if msg := l.insertError(s); msg != "" {
 		return fmt.Errorf("chdb insert: %s", msg)
 	}
-	buf := make([]byte, insertChunk)
 	for {
 		if err := ctx.Err(); err != nil {
 			l.insertCancel(s)
 			return fmt.Errorf("chdb insert: %w", err)
 		}
-		n, rerr := r.Read(buf)
-		if n > 0 && l.insertAppend(s, unsafe.Pointer(unsafe.SliceData(buf)), uintptr(n)) != 0 {
+		chunk, rerr := next()
+		if len(chunk) > 0 && l.insertAppend(s, unsafe.Pointer(unsafe.SliceData(chunk)), uintptr(len(chunk))) != 0 {
 			msg := l.insertError(s)
 			if msg == "" {
 				msg = "append failed"
