@@ -145,8 +145,12 @@ func (rr *rowReader) readFast(data []byte) error {
 			if i < len(data) && data[i] != '"' {
 				// A column Events does not read (a number, a Bool, an
 				// array): an export's row holds every column.
+				start := i
 				if i, err = skipValue(data, i); err != nil {
 					return err
+				}
+				if !json.Valid(data[start:i]) {
+					return errNotFlat
 				}
 				break
 			}
@@ -264,19 +268,28 @@ func (rr *rowReader) readGroups(data []byte, i int) (int, error) {
 			return 0, err
 		}
 		rr.cols.Groups = append(rr.cols.Groups, string(v))
-		i = skipSpace(data, n)
-		if i >= len(data) {
-			return 0, errNotFlat
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return 0, errNotFlat
+		var more bool
+		if i, more, err = afterItem(data, n, ']'); err != nil || !more {
+			return i, err
 		}
 	}
+}
+
+// afterItem reads what follows an item of an array or object that end
+// closes: a comma (more follow; i is then the next item's start) or end
+// (i is just past it).
+func afterItem(data []byte, i int, end byte) (next int, more bool, err error) {
+	i = skipSpace(data, i)
+	if i >= len(data) {
+		return 0, false, errNotFlat
+	}
+	switch data[i] {
+	case ',':
+		return skipSpace(data, i+1), true, nil
+	case end:
+		return i + 1, false, nil
+	}
+	return 0, false, errNotFlat
 }
 
 // readAnnotations reads an object of strings into the row's annotations.
@@ -305,17 +318,9 @@ func (rr *rowReader) readAnnotations(data []byte, i int) (int, error) {
 			return 0, err
 		}
 		rr.cols.Annotations[string(k)] = string(v)
-		i = skipSpace(data, n)
-		if i >= len(data) {
-			return 0, errNotFlat
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errNotFlat
+		var more bool
+		if i, more, err = afterItem(data, n, '}'); err != nil || !more {
+			return i, err
 		}
 	}
 }
