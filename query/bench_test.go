@@ -88,24 +88,7 @@ func BenchmarkEvents(b *testing.B) {
 		rows[i] = row("id", raw)
 	}
 	st := &fakeSelecter{rows: rows}
-	for _, bm := range []struct{ name, program string }{
-		{"raw", ""},
-		{"jq", `{user: .user.username, verb, code: .responseStatus.code}`},
-	} {
-		b.Run(bm.name, func(b *testing.B) {
-			var q *JQ
-			if bm.program != "" {
-				q = mustJQ(b, bm.program)
-			}
-			b.SetBytes(int64(len(raw) * len(rows)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Events(b.Context(), st, Filter{Limit: len(rows)}, q, Limits{}, io.Discard); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchEvents(b, st, len(rows), len(raw))
 }
 
 // BenchmarkEventsRebuilt is BenchmarkEvents over rows stored as residuals
@@ -124,24 +107,7 @@ func BenchmarkEventsRebuilt(b *testing.B) {
 		rows[i] = line
 	}
 	st := &rawSelecter{rows: rows}
-	for _, bm := range []struct{ name, program string }{
-		{"raw", ""},
-		{"jq", `{user: .user.username, verb, code: .responseStatus.code}`},
-	} {
-		b.Run(bm.name, func(b *testing.B) {
-			var q *JQ
-			if bm.program != "" {
-				q = mustJQ(b, bm.program)
-			}
-			b.SetBytes(int64(len(raw) * len(rows)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Events(b.Context(), st, Filter{Limit: len(rows)}, q, Limits{}, io.Discard); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchEvents(b, st, len(rows), len(raw))
 }
 
 // rawSelecter returns rows as given.
@@ -266,6 +232,29 @@ func BenchmarkHistogramStore(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := values(ctx, st, vf, "user", rollup); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchEvents runs Events over st's n rows of eventBytes-byte events,
+// plain and through a jq program.
+func benchEvents(b *testing.B, st Selecter, n, eventBytes int) {
+	for _, bm := range []struct{ name, program string }{
+		{"raw", ""},
+		{"jq", `{user: .user.username, verb, code: .responseStatus.code}`},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			var q *JQ
+			if bm.program != "" {
+				q = mustJQ(b, bm.program)
+			}
+			b.SetBytes(int64(eventBytes * n))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Events(b.Context(), st, Filter{Limit: n}, q, Limits{}, io.Discard); err != nil {
 					b.Fatal(err)
 				}
 			}
