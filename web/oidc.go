@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/auditlens/auditlens/internal/oidclogin"
 	"github.com/auditlens/auditlens/internal/secret"
 )
 
@@ -39,20 +40,14 @@ const (
 	maxOIDCFlows    = 10000
 )
 
-// OIDCIdentity is who the provider says signed in.
-type OIDCIdentity struct {
-	User   string
-	Groups []string
-}
-
-// OIDCProvider is the relying party's side of the provider
-// (internal/oidclogin).
+// OIDCProvider is the relying party's side of the provider:
+// *oidclogin.Client.
 type OIDCProvider interface {
 	// AuthURL is the provider's sign-in page for this state, nonce and
 	// the S256 challenge of verifier.
 	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
 	// Exchange trades a code for the verified identity.
-	Exchange(ctx context.Context, code, verifier, nonce string) (OIDCIdentity, error)
+	Exchange(ctx context.Context, code, verifier, nonce string) (oidclogin.Identity, error)
 }
 
 // OIDC is browser sign-in with an OpenID Connect provider.

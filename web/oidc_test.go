@@ -1,7 +1,6 @@
 package web
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -15,19 +14,8 @@ import (
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/internal/oidclogin"
 	"github.com/auditlens/auditlens/internal/oidctest"
+	"github.com/auditlens/auditlens/internal/proctest"
 )
-
-// realProvider adapts oidclogin to OIDCProvider, as serve does.
-type realProvider struct{ c *oidclogin.Client }
-
-func (p realProvider) AuthURL(ctx context.Context, state, nonce, verifier string) (string, error) {
-	return p.c.AuthURL(ctx, state, nonce, verifier)
-}
-
-func (p realProvider) Exchange(ctx context.Context, code, verifier, nonce string) (OIDCIdentity, error) {
-	id, err := p.c.Exchange(ctx, code, verifier, nonce)
-	return OIDCIdentity(id), err
-}
 
 // TestOIDCSignIn drives serve's OIDC endpoints against a real provider
 // (zitadel/oidc's, pinned): the state cookie, the callback's checks, the
@@ -38,7 +26,7 @@ func TestOIDCSignIn(t *testing.T) {
 	}
 	// The router is served on a fixed address so that its callback URL can
 	// be registered with the provider before either starts.
-	addr := oidctest.FreeAddr(t)
+	addr := proctest.FreeAddr(t)
 	callback := "http://" + addr + "/auth/oidc/callback"
 	p := oidctest.Start(t, callback, map[string]oidctest.User{
 		"u1": {Username: "alice", Password: "alice-pw", Email: "alice@example.com", Groups: []string{"dev", "sre"}},
@@ -54,7 +42,7 @@ func TestOIDCSignIn(t *testing.T) {
 		"f-beta":  {ID: "f-beta", Detector: "watch-loop", Cluster: "beta"},
 	}}
 	h := NewRouter(Config{Findings: findings, SecureCookies: true, OIDC: &OIDC{
-		Provider: realProvider{c}, Name: "Example SSO",
+		Provider: c, Name: "Example SSO",
 		Groups: map[string][]string{"sre": {"alpha"}, "admins": {}},
 	}})
 	srv := httptest.NewUnstartedServer(h)

@@ -1,9 +1,7 @@
 package web
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -63,11 +61,10 @@ func newSessions(ttl time.Duration, now func() time.Time) *sessions {
 // create starts a session of p (signed in as user, when known) and
 // returns its cookie value.
 func (s *sessions) create(p principal, user string) (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	id, err := randomToken()
+	if err != nil {
 		return "", err
 	}
-	id := base64.RawURLEncoding.EncodeToString(b[:])
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -88,25 +88,17 @@ func (o *oidcFlags) config() (cfg *web.OIDC, secure bool, err error) {
 			name = iu.Hostname()
 		}
 	}
-	return &web.OIDC{Provider: oidcProvider{c}, Name: name, Groups: groups}, ru.Scheme == "https", nil
+	return &web.OIDC{Provider: c, Name: name, Groups: groups}, ru.Scheme == "https", nil
 }
 
-// oidcProvider adapts oidclogin.Client to web.OIDCProvider.
-type oidcProvider struct{ c *oidclogin.Client }
-
-func (p oidcProvider) AuthURL(ctx context.Context, state, nonce, verifier string) (string, error) {
-	return p.c.AuthURL(ctx, state, nonce, verifier)
-}
-
-func (p oidcProvider) Exchange(ctx context.Context, code, verifier, nonce string) (web.OIDCIdentity, error) {
-	id, err := p.c.Exchange(ctx, code, verifier, nonce)
-	return web.OIDCIdentity{User: id.User, Groups: id.Groups}, err
-}
-
-// check asks the provider for its discovery document, so that a wrong
+// checkOIDC asks the provider for its discovery document, so that a wrong
 // issuer shows in serve's log at start rather than at the first sign-in.
-func (p oidcProvider) check(ctx context.Context) error {
+func checkOIDC(ctx context.Context, o *web.OIDC) error {
+	c, ok := o.Provider.(interface{ Check(context.Context) error })
+	if !ok {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return p.c.Check(ctx)
+	return c.Check(ctx)
 }

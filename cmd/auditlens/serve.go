@@ -180,7 +180,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if oidcCfg != nil {
 		// A provider that does not answer now is tried again at each
 		// sign-in; say so now rather than at the first one.
-		if err := oidcCfg.Provider.(oidcProvider).check(ctx); err != nil {
+		if err := checkOIDC(ctx, oidcCfg); err != nil {
 			log.Warn("OIDC provider does not answer yet; sign-in will retry it", "err", err)
 		}
 	}

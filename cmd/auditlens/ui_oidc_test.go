@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/auditlens/auditlens/internal/oidctest"
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 // auditLogAt writes an audit log of n events of cluster-less pods reads
@@ -57,7 +58,7 @@ func TestUIOIDCSignIn(t *testing.T) {
 			t.Fatalf("import %s: exit %d\n%s\n%s", c[0], code, stdout, stderr)
 		}
 	}
-	addr := oidctest.FreeAddr(t)
+	addr := proctest.FreeAddr(t)
 	base := "https://" + addr
 	p := oidctest.Start(t, base+"/auth/oidc/callback", map[string]oidctest.User{
 		"u1": {Username: "alice", Password: "alice-pw", Email: "alice@example.com", Groups: []string{"team-alpha"}},

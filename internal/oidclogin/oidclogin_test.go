@@ -8,6 +8,7 @@ import (
 
 	"github.com/auditlens/auditlens/internal/oidclogin"
 	"github.com/auditlens/auditlens/internal/oidctest"
+	"github.com/auditlens/auditlens/internal/proctest"
 )
 
 const redirect = "http://127.0.0.1:1/auth/oidc/callback"
@@ -131,7 +132,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // TestUnreachableProvider: AuthURL says what is wrong, and a later call
 // tries again.
 func TestUnreachableProvider(t *testing.T) {
-	c, err := oidclogin.New(oidclogin.Config{Issuer: "http://" + oidctest.FreeAddr(t) + "/", ClientID: "x", RedirectURL: redirect})
+	c, err := oidclogin.New(oidclogin.Config{Issuer: "http://" + proctest.FreeAddr(t) + "/", ClientID: "x", RedirectURL: redirect})
 	if err != nil {
 		t.Fatal(err)
 	}

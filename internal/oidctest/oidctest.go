@@ -68,9 +68,6 @@ func Binary(t testing.TB) string {
 	return filepath.Join(strings.TrimSpace(string(out)), "oidcop")
 }
 
-// FreeAddr returns a 127.0.0.1 address no one listens on now.
-func FreeAddr(t testing.TB) string { return proctest.FreeAddr(t) }
-
 // Start runs oidcop on a free 127.0.0.1 port with users (by ID) and one
 // web client allowed to redirect to redirectURI. It ends with the test;
 // its log is printed when the test failed.
@@ -86,7 +83,7 @@ func Start(t testing.TB, redirectURI string, users map[string]User) Provider {
 	if err := os.WriteFile(usersFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := FreeAddr(t)
+	addr := proctest.FreeAddr(t)
 	p := Provider{Issuer: "http://" + addr + "/", ClientID: "auditlens", ClientSecret: "oidctest-client-secret"}
 	cmd := exec.Command(bin, "-listen", addr, "-issuer", p.Issuer, "-client-id", p.ClientID,
 		"-client-secret", p.ClientSecret, "-redirect-uri", redirectURI, "-users", usersFile)
