@@ -266,12 +266,7 @@ func scanNumber(b []byte, i int) int {
 		return -1
 	}
 	if i < len(b) && b[i] == '.' {
-		i++
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(b, i+1); i < 0 {
 			return -1
 		}
 	}
@@ -280,13 +275,22 @@ func scanNumber(b []byte, i int) int {
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		d := i
-		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
-			i++
-		}
-		if i == d {
+		if i = digits(b, i); i < 0 {
 			return -1
 		}
+	}
+	return i
+}
+
+// digits returns the index after the one or more digits at b[i], or -1
+// when there is none.
+func digits(b []byte, i int) int {
+	d := i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	if i == d {
+		return -1
 	}
 	return i
 }
