@@ -292,6 +292,9 @@ func (t *templater) Local() string {
 	return "_local"
 }
 
+// Replicated says the tables are replicated (a cluster).
+func (t *templater) Replicated() bool { return t.cfg.Cluster != "" }
+
 // OnCluster is the ON CLUSTER clause, or empty.
 func (t *templater) OnCluster() string {
 	if t.cfg.Cluster == "" {
