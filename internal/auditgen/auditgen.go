@@ -305,23 +305,34 @@ func (g *Gen) kubelet(node int) client {
 		agent: agent("kubelet", ""), ip: nodeIP(node)}
 }
 
+// serviceAccount is the pod of service account ns/sa on node (one per
+// service account and node) making a request with its projected token. As
+// from a real pod, what its token's claims put in the event stays the same
+// from request to request: user.uid is the service account's UID, extra
+// names the pod, its node and their UIDs, and the pod keeps its IP. Only
+// the credential ID changes, when the kubelet rotates the token (at 80% of
+// its one-hour life: every 48 minutes, at a different moment for each pod).
 func (g *Gen) serviceAccount(ns, sa, agent string, node int) client {
 	u := "system:serviceaccount:" + ns + ":" + sa
-	pod := sa + "-" + g.suffix()
+	podKey := u + "/" + nodeName(node)
+	h := stableHash(podKey)
+	pod := sa + "-" + stableSuffix(podKey)
+	const rotation = 48 * 60 // seconds
+	token := (g.now.Unix() + int64(h%rotation)) / rotation
 	return client{
 		info: authnv1.UserInfo{
 			Username: u,
-			UID:      g.uuid(),
+			UID:      g.stableUID(u),
 			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			Extra: map[string]authnv1.ExtraValue{
-				"authentication.kubernetes.io/credential-id": {"JTI=" + g.uuid()},
+				"authentication.kubernetes.io/credential-id": {"JTI=" + g.stableUID("jti/"+podKey+"/"+strconv.FormatInt(token, 10))},
 				"authentication.kubernetes.io/node-name":     {nodeName(node)},
-				"authentication.kubernetes.io/node-uid":      {g.uuid()},
+				"authentication.kubernetes.io/node-uid":      {g.stableUID("node/" + nodeName(node))},
 				"authentication.kubernetes.io/pod-name":      {pod},
-				"authentication.kubernetes.io/pod-uid":       {g.uuid()},
+				"authentication.kubernetes.io/pod-uid":       {g.stableUID("pod/" + podKey)},
 			},
 		},
-		agent: agent, ip: podIP(node, g.rng.IntN(250)),
+		agent: agent, ip: podIP(node, int(h>>32%250)),
 		reason: fmt.Sprintf("RBAC: allowed by ClusterRoleBinding %q of ClusterRole %q to ServiceAccount %q", sa, sa, sa+"/"+ns),
 	}
 }
@@ -543,7 +554,7 @@ var operators = []struct{ ns, sa, agent string }{
 
 func (g *Gen) operatorLease() request {
 	op := operators[g.rng.IntN(len(operators))]
-	node := g.rng.IntN(nodes)
+	node := int(stableHash(op.sa) % nodes) // the leader's pod
 	name := op.sa + "-leader"
 	q := request{
 		user: g.serviceAccount(op.ns, op.sa, op.agent, node),
@@ -559,7 +570,7 @@ func (g *Gen) operatorLease() request {
 		q.ref.UID = types.UID(g.stableUID(op.ns + "/" + name))
 		q.ref.ResourceVersion = strconv.FormatInt(oldRV, 10)
 		if g.rng.IntN(5) == 0 {
-			holder := op.sa + "-" + g.suffix() + "_" + g.stableUID(name)
+			holder := op.sa + "-" + stableSuffix("system:serviceaccount:"+op.ns+":"+op.sa+"/"+nodeName(node)) + "_" + g.stableUID(name)
 			q.level = auditv1.LevelRequestResponse
 			q.reqObj = g.lease(name, op.ns, oldRV, op.sa, holder)
 			q.respObj = g.lease(name, op.ns, g.rv, op.sa, holder)
@@ -829,13 +840,31 @@ func UUID(rng *rand.Rand) string {
 
 // StableUID returns a UUID-shaped string that depends only on key.
 func StableUID(key string) string {
+	h := stableHash(key)
+	lo := h * 0x9e3779b97f4a7c15
+	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
+		h>>32, (h>>16)&0xffff, h&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
+}
+
+// stableHash is FNV-1a of key.
+func stableHash(key string) uint64 {
 	var h uint64 = 14695981039346656037
 	for i := 0; i < len(key); i++ {
 		h = (h ^ uint64(key[i])) * 1099511628211
 	}
-	lo := h * 0x9e3779b97f4a7c15
-	return fmt.Sprintf("%08x-%04x-4%03x-%04x-%012x",
-		h>>32, (h>>16)&0xffff, h&0xfff, 0x8000|(lo>>48)&0x3fff, lo&0xffffffffffff)
+	return h
+}
+
+// stableSuffix is a pod-name-like suffix that depends only on key.
+func stableSuffix(key string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789"
+	h := stableHash(key)
+	var b [5]byte
+	for i := range b {
+		b[i] = alphabet[h%uint64(len(alphabet))]
+		h /= uint64(len(alphabet))
+	}
+	return string(b[:])
 }
 
 // NameSuffix returns a random suffix like those of generated pod names.
