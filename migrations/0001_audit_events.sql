@@ -45,4 +45,4 @@ ENGINE = {{.Engine "ReplacingMergeTree"}}
 PARTITION BY toDate(ts)
 ORDER BY (cluster, toStartOfHour(ts), resource, verb, ts, audit_id, stage)
 {{.TTL "ts"}}
-SETTINGS index_granularity = 8192{{.TTLSettings}}
+SETTINGS index_granularity = 8192{{.TTLSettings}}, {{.PartSettings}}

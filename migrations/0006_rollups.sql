@@ -41,7 +41,7 @@ ENGINE = {{.Engine "SummingMergeTree"}}
 PARTITION BY toDate(slot)
 ORDER BY (cluster, slot, verb, resource, namespace, user, user_agent, code, stage, level, apiserver)
 {{.TTL "slot"}}
-SETTINGS index_granularity = 8192{{.TTLSettings}};
+SETTINGS index_granularity = 8192{{.TTLSettings}}, {{.PartSettings}};
 
 -- Every insert into audit_events is counted as it is written. On a cluster
 -- the view sits on each shard's local table and writes that shard's local

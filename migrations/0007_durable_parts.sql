@@ -17,13 +17,12 @@
 -- at random), so an import of a minute ended with 107 MB of outdated parts
 -- beside 79 MB of live ones (du 189 MB; 81 MB with these settings). A
 -- replicated table's cleanup also prunes its Keeper logs, which is why the
--- period is not shortened on a cluster.
+-- period is not shortened on a cluster. The settings (migrate.go,
+-- PartSettings) are also in the CREATE TABLE of both tables, for stores
+-- created since: a table started with the default period keeps it until
+-- the next start, so a first import would not have their benefit.
 ALTER TABLE {{.DB}}audit_events{{.Local}} {{.OnCluster}}
-    MODIFY SETTING fsync_after_insert = 1, fsync_part_directory = 1,
-        min_compressed_bytes_to_fsync_after_merge = 1, old_parts_lifetime = 0{{if not .Replicated}},
-        cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0{{end}};
+    MODIFY SETTING {{.PartSettings}};
 
 ALTER TABLE {{.DB}}audit_event_counts{{.Local}} {{.OnCluster}}
-    MODIFY SETTING fsync_after_insert = 1, fsync_part_directory = 1,
-        min_compressed_bytes_to_fsync_after_merge = 1, old_parts_lifetime = 0{{if not .Replicated}},
-        cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0{{end}};
+    MODIFY SETTING {{.PartSettings}};

@@ -292,8 +292,18 @@ func (t *templater) Local() string {
 	return "_local"
 }
 
-// Replicated says the tables are replicated (a cluster).
-func (t *templater) Replicated() bool { return t.cfg.Cluster != "" }
+// PartSettings are the MergeTree settings of migration 0007 (its comment
+// says why), which the CREATE TABLE of the tables it alters also carry: a
+// table's cleanup schedule follows the settings the table was started
+// with, so a store created and filled by one process (an import) would
+// otherwise keep the default period until it is opened again.
+func (t *templater) PartSettings() string {
+	s := "fsync_after_insert = 1, fsync_part_directory = 1, min_compressed_bytes_to_fsync_after_merge = 1, old_parts_lifetime = 0"
+	if t.cfg.Cluster == "" {
+		s += ", cleanup_delay_period = 1, max_cleanup_delay_period = 1, cleanup_delay_period_random_add = 0"
+	}
+	return s
+}
 
 // OnCluster is the ON CLUSTER clause, or empty.
 func (t *templater) OnCluster() string {

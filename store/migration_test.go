@@ -80,7 +80,7 @@ type testMigrationData struct{ DB, Local, OnCluster, TTLSettings string }
 
 func (testMigrationData) Engine(name string, _ ...string) string { return name }
 func (testMigrationData) TTL(string) string                      { return "" }
-func (testMigrationData) Replicated() bool                       { return false }
+func (testMigrationData) PartSettings() string                   { return "old_parts_lifetime = 0" }
 
 // tableColumn is a column of audit_events: name and type without codec.
 type tableColumn struct{ name, typ string }
