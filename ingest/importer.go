@@ -197,8 +197,11 @@ func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (I
 	}
 
 	// Decoding and storing overlap: one goroutine reads and decodes, this
-	// one writes.
-	batches := make(chan []store.Row, 2)
+	// one writes. Decoding is several times faster than storing, so a
+	// queue of decoded batches would only hold memory (each 50k-row batch,
+	// with its events, is ~120 MB of heap): the decoder hands over a batch
+	// when the writer takes it and decodes the next meanwhile.
+	batches := make(chan []store.Row)
 	decodeErr := make(chan error, 1)
 	dctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +14,25 @@ import (
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/store"
 )
+
+// importHeapLimit is the Go heap's soft limit for import and scan unless
+// GOMEMLIMIT says otherwise. An import holds about two batches of decoded
+// events (~270 MB live at 50k rows), and the collector's default lets the
+// heap grow to twice that before it runs; the embedded engine needs about
+// as much again beside it. Measured on the 1M-event log: peak RSS 1.22 GiB
+// without a limit, 1.13 GiB with this one, and the collector's CPU did not
+// grow (19 cycles, 3.3 s; 25 cycles, 2.5 s); a 384 MiB limit took 61 cycles
+// and 10 s of CPU.
+const importHeapLimit = 512 << 20
+
+// limitImportHeap sets importHeapLimit for the import and scan commands
+// unless GOMEMLIMIT is set. main calls it, not the commands: a test binary
+// that runs them in process keeps its own heap.
+func limitImportHeap(command string) {
+	if (command == "import" || command == "scan") && os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(importHeapLimit)
+	}
+}
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("import", "--store URL [--cluster NAME] [--apiserver NAME] [flags] FILE|DIR|-...", stderr)
