@@ -76,22 +76,22 @@ fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./query/ | grep ^Fuzz); do \
 		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./query/ || exit 1; done
 
-## bench-import: import events/s on a generated 1M-event log, beside the
-## decode-only rate of the same file (the baseline), in one run
+## bench-import: import of a generated 1M-event log into a fresh embedded
+## store beside its baseline (import --decode-only of the same file),
+## alternating, 3 rounds: wall, CPU, peak RSS, the store's size right after
+## (scripts/bench-import.sh)
 BENCH_EVENTS ?= 1000000
 BENCH_DIR    ?= /tmp/auditlens-bench
+BENCH_ROUNDS ?= 3
 bench-import: chdb build
-	mkdir -p $(BENCH_DIR)
-	test -s $(BENCH_DIR)/audit-$(BENCH_EVENTS).log || ./$(BIN) gen --events $(BENCH_EVENTS) --out $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
-	./$(BIN) import --decode-only --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
-	rm -rf $(BENCH_DIR)/store
-	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) import --store chdb://$(BENCH_DIR)/store --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
-	./$(BIN) import --decode-only --cluster bench $(BENCH_DIR)/audit-$(BENCH_EVENTS).log
+	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-import.sh $(BENCH_ROUNDS) $(BENCH_EVENTS)
 
 ## bench-webhook: webhook events/s end to end (4 clients posting 400-event
 ## batches to serve) beside the decode-only rate of the same bodies
 bench-webhook: chdb
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 10x ./cmd/auditlens/
+	cat /proc/loadavg
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench WebhookEndToEnd -benchtime 10x -count $(BENCH_ROUNDS) ./cmd/auditlens/
+	cat /proc/loadavg
 
 ## bench-scan: scan of a 1 GB audit log (800k generated events + the seed
 ## incident at real time scale) beside one jq pass that extracts the

@@ -19,7 +19,9 @@ LOG="$BENCH_DIR/scan-1g.log"
 command -v jq >/dev/null || { echo "bench-scan: jq is not installed (apt-get install jq)" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "bench-scan: GNU time is not installed (apt-get install time)" >&2; exit 1; }
 mkdir -p "$BENCH_DIR"
-if [[ ! -s "$LOG" ]]; then
+# Built again when the generator's output has changed (its first 1,000
+# events differ from the log's).
+if [[ ! -s "$LOG" ]] || ! cmp -s <("$BIN" gen --events 1000) <(head -n 1000 "$LOG"); then
 	echo "bench-scan: building $LOG (800k generated events + the seed incident at real time scale)" >&2
 	"$BIN" gen --events 800000 --out "$BENCH_DIR/scan-background.log"
 	"$BIN" gen --scenario seed-incident --scale real --out "$BENCH_DIR/scan-seed.log"
