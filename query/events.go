@@ -138,15 +138,19 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		return stop
 	}
 	// A read of every event runs one query per time window, so that the
-	// engine never sorts more than a window (see timeWindows).
-	reads := []window{{Filter: f}}
-	if f.All {
-		var err error
-		if reads, err = timeWindows(runCtx, st, f); err != nil {
-			return stats, limitErr(ctx, runCtx, err)
-		}
-	}
+	// engine never sorts more than a window (see timeWindows); a page of a
+	// large window is read from the part of it the page lies in first (see
+	// limitWindows).
+	var reads []window
 	var err error
+	if f.All {
+		reads, err = timeWindows(runCtx, st, f)
+	} else {
+		reads, err = limitWindows(runCtx, st, f)
+	}
+	if err != nil {
+		return stats, limitErr(ctx, runCtx, err)
+	}
 	for _, rf := range reads {
 		sql, params := rf.SQL(eventColumns)
 		if err = st.Select(runCtx, sql, params, fn); err != nil {
