@@ -7,7 +7,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/auditlens/auditlens/store/chdb"
 )
@@ -161,6 +159,32 @@ func (e *Embedded) Select(ctx context.Context, sql string, params Params, fn fun
 	}
 }
 
+// SelectRows implements Store. The engine writes its result as
+// RowBinaryWithNamesAndTypes, decoded as it streams (rowDecoder).
+// Cancellation and parameters are as for Select.
+func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error {
+	var fnErr error
+	d := &rowDecoder{fn: func(r *Row) error {
+		if err := fn(r); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	}}
+	err := e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, d.write)
+	if err == nil {
+		err = d.end()
+	}
+	switch {
+	case err == nil:
+		return nil
+	case fnErr != nil && errors.Is(err, fnErr):
+		return err // the caller's own error, as it was
+	default: // wraps ctx.Err() when ctx ended the query
+		return fmt.Errorf("running %s on the embedded engine: %w", stmtHead(sql), err)
+	}
+}
+
 // Insert implements Store. The rows go to the engine in ClickHouse's
 // RowBinary format, encoded in a pooled buffer, through the streaming
 // insert API.
@@ -204,170 +228,9 @@ func stmtHead(sql string) string {
 	return strconv.Quote(s)
 }
 
-// rowBinaryColumns are the audit_events columns the embedded Insert writes,
-// in the order appendRowBinary encodes them, with the ClickHouse type each
-// encoding is for (checked against the migration by a test).
-var rowBinaryColumns = [...]struct{ name, typ string }{
-	{"cluster", "LowCardinality(String)"},
-	{"apiserver", "LowCardinality(String)"},
-	{"ts", "DateTime64(6, 'UTC')"},
-	{"received_at", "DateTime64(6, 'UTC')"},
-	{"audit_id", "String"},
-	{"stage", "LowCardinality(String)"},
-	{"level", "LowCardinality(String)"},
-	{"verb", "LowCardinality(String)"},
-	{"request_uri", "String"},
-	{"user", "LowCardinality(String)"},
-	{"user_groups", "Array(LowCardinality(String))"},
-	{"impersonated_user", "LowCardinality(String)"},
-	{"user_agent", "LowCardinality(String)"},
-	{"source_ip", "LowCardinality(String)"},
-	{"resource", "LowCardinality(String)"},
-	{"subresource", "LowCardinality(String)"},
-	{"api_group", "LowCardinality(String)"},
-	{"api_version", "LowCardinality(String)"},
-	{"namespace", "LowCardinality(String)"},
-	{"name", "String"},
-	{"object_rv", "String"},
-	{"object_uid", "String"},
-	{"code", "Int32"},
-	{"response_rv", "String"},
-	{"watch", "Bool"},
-	{"req_rv", "String"},
-	{"req_rv_match", "LowCardinality(String)"},
-	{"timeout_seconds", "Int32"},
-	{"label_selector", "String"},
-	{"field_selector", "String"},
-	{"req_limit", "Int64"},
-	{"req_continue", "String"},
-	{"annotations", "Map(LowCardinality(String), String)"},
-	{"raw", "String"},
-	{"residual", "String"},
-}
-
 var embeddedInsertSQL = func() string {
-	names := make([]string, len(rowBinaryColumns))
-	for i, c := range rowBinaryColumns {
-		names[i] = c.name
-	}
-	return "INSERT INTO audit_events (" + strings.Join(names, ", ") + ")"
+	return "INSERT INTO audit_events (" + strings.Join(RowColumns(), ", ") + ")"
 }()
 
 // maxPooledBatch keeps an outsized batch buffer from being held forever.
 const maxPooledBatch = 64 << 20
-
-// appendRowBinary appends r in ClickHouse's RowBinary format, columns in
-// rowBinaryColumns order: String as uvarint length and bytes
-// (LowCardinality(String) too), DateTime64(6) as int64 microseconds, Int32
-// and Int64 little-endian, Bool as one byte, Array as uvarint count and
-// elements, Map as uvarint count and key/value pairs (sorted by key, so a
-// row always encodes the same).
-func appendRowBinary(b []byte, r *Row) []byte {
-	b = rbString(b, r.Cluster)
-	b = rbString(b, r.APIServer)
-	b = rbTime(b, r.Time)
-	b = rbTime(b, r.ReceivedAt)
-	b = rbString(b, r.AuditID)
-	b = rbString(b, r.Stage)
-	b = rbString(b, r.Level)
-	b = rbString(b, r.Verb)
-	b = rbString(b, r.RequestURI)
-	b = rbString(b, r.User)
-	b = binary.AppendUvarint(b, uint64(len(r.Groups)))
-	for _, g := range r.Groups {
-		b = rbString(b, g)
-	}
-	b = rbString(b, r.ImpersonatedUser)
-	b = rbString(b, r.UserAgent)
-	b = rbString(b, r.SourceIP)
-	b = rbString(b, r.Resource)
-	b = rbString(b, r.Subresource)
-	b = rbString(b, r.APIGroup)
-	b = rbString(b, r.APIVersion)
-	b = rbString(b, r.Namespace)
-	b = rbString(b, r.Name)
-	b = rbString(b, r.ObjectRV)
-	b = rbString(b, r.ObjectUID)
-	b = binary.LittleEndian.AppendUint32(b, uint32(r.Code))
-	b = rbString(b, r.ResponseRV)
-	b = rbBool(b, r.Watch)
-	b = rbString(b, r.RequestedRV)
-	b = rbString(b, r.RVMatch)
-	b = binary.LittleEndian.AppendUint32(b, uint32(r.TimeoutSeconds))
-	b = rbString(b, r.LabelSelector)
-	b = rbString(b, r.FieldSelector)
-	b = binary.LittleEndian.AppendUint64(b, uint64(r.Limit))
-	b = rbString(b, r.Continue)
-	b = rbMap(b, r.Annotations)
-	b = binary.AppendUvarint(b, uint64(len(r.Raw)))
-	b = append(b, r.Raw...)
-	b = binary.AppendUvarint(b, uint64(len(r.Residual)))
-	return append(b, r.Residual...)
-}
-
-// rowBinarySize is an upper bound of the size of r in RowBinary, so that a
-// batch buffer is allocated once: the strings, up to 3 bytes of length
-// each (10 for the raw event and the residual), and the fixed-size columns.
-func rowBinarySize(r *Row) int {
-	n := len(r.Cluster) + len(r.APIServer) + len(r.AuditID) + len(r.Stage) + len(r.Level) + len(r.Verb) +
-		len(r.RequestURI) + len(r.User) + len(r.ImpersonatedUser) + len(r.UserAgent) +
-		len(r.SourceIP) + len(r.Resource) + len(r.Subresource) + len(r.APIGroup) +
-		len(r.APIVersion) + len(r.Namespace) + len(r.Name) + len(r.ObjectRV) +
-		len(r.ObjectUID) + len(r.ResponseRV) + len(r.RequestedRV) + len(r.RVMatch) +
-		len(r.LabelSelector) + len(r.FieldSelector) + len(r.Continue) + len(r.Raw) + len(r.Residual)
-	n += 25*3 + 2*10 + 2*8 + 8 + 2*4 + 1 + 2*10 // string lengths, raw's and residual's, times, limit, ints, bool, counts
-	for _, g := range r.Groups {
-		n += 3 + len(g)
-	}
-	for k, v := range r.Annotations {
-		n += 6 + len(k) + len(v)
-	}
-	return n
-}
-
-func rbString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// rbTime encodes a DateTime64(6); the zero time becomes the epoch.
-func rbTime(b []byte, t time.Time) []byte {
-	var us int64
-	if !t.IsZero() {
-		us = t.UnixMicro()
-	}
-	return binary.LittleEndian.AppendUint64(b, uint64(us))
-}
-
-func rbBool(b []byte, v bool) []byte {
-	if v {
-		return append(b, 1)
-	}
-	return append(b, 0)
-}
-
-func rbMap(b []byte, m map[string]string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(m)))
-	switch len(m) {
-	case 0:
-		return b
-	case 1:
-		for k, v := range m {
-			b = rbString(b, k)
-			b = rbString(b, v)
-		}
-		return b
-	}
-	// Few keys per event: a small stack array avoids an allocation.
-	var arr [8]string
-	keys := arr[:0]
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		b = rbString(b, k)
-		b = rbString(b, m[k])
-	}
-	return b
-}

@@ -166,11 +166,11 @@ func TestEmbeddedColumnsMatchMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want []string
-	for _, c := range rowBinaryColumns {
+	for _, c := range rowColumns {
 		want = append(want, c.name+" "+c.typ)
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("audit_events columns (migration) vs rowBinaryColumns (embedded.go):\n got:  %q\n want: %q", got, want)
+		t.Errorf("audit_events columns (migration) vs rowColumns (rows.go):\n got:  %q\n want: %q", got, want)
 	}
 }
 

@@ -159,7 +159,7 @@ func TestAuditEventsColumnsParse(t *testing.T) {
 		t.Errorf("columns %q: want cluster, apiserver first and residual last", names)
 	}
 	var want []string
-	for _, c := range rowBinaryColumns {
+	for _, c := range rowColumns {
 		want = append(want, c.name+" "+c.typ)
 	}
 	var got []string
@@ -167,6 +167,6 @@ func TestAuditEventsColumnsParse(t *testing.T) {
 		got = append(got, c.name+" "+c.typ)
 	}
 	if !slices.Equal(got, want) {
-		t.Errorf("audit_events columns (migrations) vs rowBinaryColumns (embedded.go):\n got:  %q\n want: %q", got, want)
+		t.Errorf("audit_events columns (migrations) vs rowColumns (rows.go):\n got:  %q\n want: %q", got, want)
 	}
 }

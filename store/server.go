@@ -231,6 +231,46 @@ func sqlHead(sql string) string {
 // is left. The context deadline becomes the server's max_execution_time
 // (plus a second) as a backstop.
 func (s *server) Select(ctx context.Context, sql string, params Params, fn func(row []byte) error) error {
+	var enc *rowEncoder
+	bp := getBuffer()
+	defer putBuffer(bp)
+	buf := *bp
+	defer func() { *bp = buf }()
+	return s.each(ctx, sql, params, func(types []driver.ColumnType) ([]any, error) {
+		enc = newRowEncoder(types)
+		return enc.dests, nil
+	}, func() error {
+		buf = enc.encode(buf[:0])
+		return fn(buf)
+	})
+}
+
+// SelectRows implements Store: each result column is scanned by the
+// driver straight into its Row field. Cancellation is as for Select.
+func (s *server) SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error {
+	var row Row
+	return s.each(ctx, sql, params, func(types []driver.ColumnType) ([]any, error) {
+		dests := make([]any, len(types))
+		seen := make(map[int]bool, len(types))
+		for i, t := range types {
+			c, err := resultColumn(t.Name(), t.DatabaseTypeName())
+			if err != nil {
+				return nil, err
+			}
+			if seen[c] {
+				return nil, fmt.Errorf("result column %q twice", t.Name())
+			}
+			seen[c] = true
+			dests[i] = rowColumns[c].field(&row)
+		}
+		return dests, nil
+	}, func() error { return fn(&row) })
+}
+
+// each runs sql, scans each result row into the destinations that setup
+// returns for the result's columns, and calls row after each scan. See
+// Select for how a query is stopped.
+func (s *server) each(ctx context.Context, sql string, params Params, setup func([]driver.ColumnType) ([]any, error), row func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -263,11 +303,10 @@ func (s *server) Select(ctx context.Context, sql string, params Params, fn func(
 		}
 	}()
 
-	enc := newRowEncoder(rows.ColumnTypes())
-	bp := getBuffer()
-	defer putBuffer(bp)
-	buf := *bp
-	defer func() { *bp = buf }()
+	dests, err := setup(rows.ColumnTypes())
+	if err != nil {
+		return fmt.Errorf("reading the result of %s: %w", sqlHead(sql), err)
+	}
 	for {
 		if !rows.Next() {
 			ended = true
@@ -276,11 +315,10 @@ func (s *server) Select(ctx context.Context, sql string, params Params, fn func(
 		if ctx.Err() != nil {
 			break
 		}
-		if err := rows.Scan(enc.dests...); err != nil {
+		if err := rows.Scan(dests...); err != nil {
 			return fmt.Errorf("scanning a row of %s: %w", sqlHead(sql), err)
 		}
-		buf = enc.encode(buf[:0])
-		if err := fn(buf); err != nil {
+		if err := row(); err != nil {
 			return err
 		}
 	}

@@ -1052,6 +1052,19 @@ func TestServerIntegration(t *testing.T) {
 			t.Errorf("server result differs from testdata/server_roundtrip.golden:\n got:\n%s\nwant:\n%s", g, want)
 		}
 		srvCompareWithServerJSON(t, s, ctx, "SELECT * FROM audit_events FINAL ORDER BY ts")
+
+		// The typed read: every column back as inserted.
+		more := rowsTestRows()
+		if err := s.Insert(ctx, more); err != nil {
+			t.Fatal(err)
+		}
+		sortRowsByID(more)
+		var typed []Row
+		if err := s.SelectRows(ctx, "SELECT "+strings.Join(RowColumns(), ", ")+" FROM audit_events FINAL ORDER BY audit_id", nil,
+			func(r *Row) error { typed = append(typed, cloneRow(r)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		compareRows(t, typed, more)
 	})
 
 	t.Run("TypesMatchJSONEachRow", func(t *testing.T) {

@@ -22,6 +22,17 @@ type Store interface {
 	// one JSON object (ClickHouse JSONEachRow, 64-bit integers unquoted).
 	// The slice passed to fn is only valid during the call.
 	Select(ctx context.Context, sql string, params Params, fn func(row []byte) error) error
+	// SelectRows runs sql, a SELECT whose result columns are columns of
+	// audit_events by name (RowColumns lists them; any of them, in any
+	// order, each of the table's type), and calls fn once per result row
+	// decoded into a Row, the fields of the columns not selected left
+	// zero. The engines read their typed output (the embedded engine's
+	// RowBinary, the server's native columns), not JSON. The Row and its
+	// Raw, Residual, Groups and Annotations are reused for the next row:
+	// fn copies what it keeps but strings. A result column that is not a
+	// Row column, or not of its column's type, fails the query before
+	// any row is read. Cancellation and errors are as for Select.
+	SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error
 	// Insert appends rows to audit_events in one batch.
 	Insert(ctx context.Context, rows []Row) error
 	// Kind names the engine: "chdb" or "clickhouse".

@@ -1,0 +1,460 @@
+package store
+
+// The columns of audit_events that a Row holds, said once: their names and
+// ClickHouse types (checked against the migrations by tests) and the Row
+// field of each. The embedded engine's insert encodes rows from this list
+// and both engines' SelectRows decode into rows by it.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// rowColumn is one column of audit_events and the Row field it fills.
+type rowColumn struct {
+	name, typ string
+	// field returns a pointer to r's field of the column: *string,
+	// *[]byte, *time.Time (DateTime64(6)), *int32, *int64, *bool,
+	// *[]string or *map[string]string. The encoder and the decoders
+	// switch on it; the type is said by typ.
+	field func(r *Row) any
+}
+
+// rowColumns are the columns of audit_events, in the table's order, which
+// is also the order the embedded Insert encodes them in.
+var rowColumns = [...]rowColumn{
+	{"cluster", "LowCardinality(String)", func(r *Row) any { return &r.Cluster }},
+	{"apiserver", "LowCardinality(String)", func(r *Row) any { return &r.APIServer }},
+	{"ts", "DateTime64(6, 'UTC')", func(r *Row) any { return &r.Time }},
+	{"received_at", "DateTime64(6, 'UTC')", func(r *Row) any { return &r.ReceivedAt }},
+	{"audit_id", "String", func(r *Row) any { return &r.AuditID }},
+	{"stage", "LowCardinality(String)", func(r *Row) any { return &r.Stage }},
+	{"level", "LowCardinality(String)", func(r *Row) any { return &r.Level }},
+	{"verb", "LowCardinality(String)", func(r *Row) any { return &r.Verb }},
+	{"request_uri", "String", func(r *Row) any { return &r.RequestURI }},
+	{"user", "LowCardinality(String)", func(r *Row) any { return &r.User }},
+	{"user_groups", "Array(LowCardinality(String))", func(r *Row) any { return &r.Groups }},
+	{"impersonated_user", "LowCardinality(String)", func(r *Row) any { return &r.ImpersonatedUser }},
+	{"user_agent", "LowCardinality(String)", func(r *Row) any { return &r.UserAgent }},
+	{"source_ip", "LowCardinality(String)", func(r *Row) any { return &r.SourceIP }},
+	{"resource", "LowCardinality(String)", func(r *Row) any { return &r.Resource }},
+	{"subresource", "LowCardinality(String)", func(r *Row) any { return &r.Subresource }},
+	{"api_group", "LowCardinality(String)", func(r *Row) any { return &r.APIGroup }},
+	{"api_version", "LowCardinality(String)", func(r *Row) any { return &r.APIVersion }},
+	{"namespace", "LowCardinality(String)", func(r *Row) any { return &r.Namespace }},
+	{"name", "String", func(r *Row) any { return &r.Name }},
+	{"object_rv", "String", func(r *Row) any { return &r.ObjectRV }},
+	{"object_uid", "String", func(r *Row) any { return &r.ObjectUID }},
+	{"code", "Int32", func(r *Row) any { return &r.Code }},
+	{"response_rv", "String", func(r *Row) any { return &r.ResponseRV }},
+	{"watch", "Bool", func(r *Row) any { return &r.Watch }},
+	{"req_rv", "String", func(r *Row) any { return &r.RequestedRV }},
+	{"req_rv_match", "LowCardinality(String)", func(r *Row) any { return &r.RVMatch }},
+	{"timeout_seconds", "Int32", func(r *Row) any { return &r.TimeoutSeconds }},
+	{"label_selector", "String", func(r *Row) any { return &r.LabelSelector }},
+	{"field_selector", "String", func(r *Row) any { return &r.FieldSelector }},
+	{"req_limit", "Int64", func(r *Row) any { return &r.Limit }},
+	{"req_continue", "String", func(r *Row) any { return &r.Continue }},
+	{"annotations", "Map(LowCardinality(String), String)", func(r *Row) any { return &r.Annotations }},
+	{"raw", "String", func(r *Row) any { return &r.Raw }},
+	{"residual", "String", func(r *Row) any { return &r.Residual }},
+}
+
+// RowColumns returns the names of the columns of audit_events that a Row
+// holds, in the table's order: what a SELECT for SelectRows may name.
+func RowColumns() []string {
+	names := make([]string, len(rowColumns))
+	for i, c := range rowColumns {
+		names[i] = c.name
+	}
+	return names
+}
+
+// columnIndex maps a column name to its index in rowColumns.
+var columnIndex = func() map[string]int {
+	m := make(map[string]int, len(rowColumns))
+	for i, c := range rowColumns {
+		m[c.name] = i
+	}
+	return m
+}()
+
+// errUnknownColumn is wrapped by the errors of a result column SelectRows
+// cannot decode into a Row.
+var errUnknownColumn = errors.New("not a column of audit_events that a Row holds")
+
+// resultColumn returns the index in rowColumns of the result column name
+// of type typ.
+func resultColumn(name, typ string) (int, error) {
+	i, ok := columnIndex[name]
+	if !ok {
+		return 0, fmt.Errorf("result column %q: %w", name, errUnknownColumn)
+	}
+	if c := rowColumns[i]; c.typ != typ {
+		return 0, fmt.Errorf("result column %q is %s, want %s: %w", name, typ, c.typ, errUnknownColumn)
+	}
+	return i, nil
+}
+
+// appendRowBinary appends r in ClickHouse's RowBinary format, columns in
+// rowColumns order: String as uvarint length and bytes
+// (LowCardinality(String) too), DateTime64(6) as int64 microseconds, Int32
+// and Int64 little-endian, Bool as one byte, Array as uvarint count and
+// elements, Map as uvarint count and key/value pairs (sorted by key, so a
+// row always encodes the same).
+func appendRowBinary(b []byte, r *Row) []byte {
+	for i := range rowColumns {
+		switch p := rowColumns[i].field(r).(type) {
+		case *string:
+			b = rbString(b, *p)
+		case *[]byte:
+			b = binary.AppendUvarint(b, uint64(len(*p)))
+			b = append(b, *p...)
+		case *time.Time:
+			b = rbTime(b, *p)
+		case *int32:
+			b = binary.LittleEndian.AppendUint32(b, uint32(*p))
+		case *int64:
+			b = binary.LittleEndian.AppendUint64(b, uint64(*p))
+		case *bool:
+			b = rbBool(b, *p)
+		case *[]string:
+			b = binary.AppendUvarint(b, uint64(len(*p)))
+			for _, s := range *p {
+				b = rbString(b, s)
+			}
+		case *map[string]string:
+			b = rbMap(b, *p)
+		}
+	}
+	return b
+}
+
+// rowBinarySize is an upper bound of the size of r in RowBinary, so that a
+// batch buffer is allocated once: each string's bytes and up to 10 bytes
+// of length, 8 bytes for every fixed-size value.
+func rowBinarySize(r *Row) int {
+	n := 0
+	for i := range rowColumns {
+		switch p := rowColumns[i].field(r).(type) {
+		case *string:
+			n += 10 + len(*p)
+		case *[]byte:
+			n += 10 + len(*p)
+		case *[]string:
+			n += 10
+			for _, s := range *p {
+				n += 10 + len(s)
+			}
+		case *map[string]string:
+			n += 10
+			for k, v := range *p {
+				n += 20 + len(k) + len(v)
+			}
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
+func rbString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// rbTime encodes a DateTime64(6); the zero time becomes the epoch.
+func rbTime(b []byte, t time.Time) []byte {
+	var us int64
+	if !t.IsZero() {
+		us = t.UnixMicro()
+	}
+	return binary.LittleEndian.AppendUint64(b, uint64(us))
+}
+
+func rbBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func rbMap(b []byte, m map[string]string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(m)))
+	switch len(m) {
+	case 0:
+		return b
+	case 1:
+		for k, v := range m {
+			b = rbString(b, k)
+			b = rbString(b, v)
+		}
+		return b
+	}
+	// Few keys per event: a small stack array avoids an allocation.
+	var arr [8]string
+	keys := arr[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		b = rbString(b, k)
+		b = rbString(b, m[k])
+	}
+	return b
+}
+
+// rowDecoder reads the embedded engine's RowBinaryWithNamesAndTypes output
+// into Rows, chunk by chunk as the engine streams it: the header (column
+// count, names, types) maps each result column to its Row field, then
+// rows follow in RowBinary, encoded as appendRowBinary encodes them. The
+// engine's streaming API formats each block as an output of its own, so a
+// chunk that starts at a row boundary may start with the header again,
+// which is skipped; a row that straddles two chunks is joined first.
+type rowDecoder struct {
+	fn     func(r *Row) error
+	header []byte // the header as the first chunk had it
+	cols   []int  // per result column, its index in rowColumns
+	carry  []byte // the start of a row (or the header) whose end is in a later chunk
+	row    Row
+	// last holds, per result column, the last value of a String column,
+	// reused when the next row's bytes are the same: most columns repeat
+	// (cluster, verb, user, …), and a string per column per row is most of
+	// what decoding allocates.
+	last []string
+}
+
+// errShort says the data ends within a row.
+var errShort = errors.New("the data ends within a row")
+
+// write decodes the rows of one chunk of output.
+func (d *rowDecoder) write(chunk []byte) error {
+	if d.cols == nil { // the header, perhaps over several chunks
+		d.carry = append(d.carry, chunk...)
+		n, err := d.readHeader(d.carry)
+		if errors.Is(err, errShort) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		d.header = bytes.Clone(d.carry[:n])
+		rest := d.carry[n:]
+		d.carry = nil
+		return d.rows(bytes.Clone(rest))
+	}
+	if len(d.carry) > 0 {
+		// Finish the straddling row with as much of the chunk as it
+		// needs, growing the piece taken so a long row is copied a few
+		// times at most, and never the whole chunk for a short one.
+		base := len(d.carry)
+		for taken := 0; ; {
+			take := min(len(chunk)-taken, max(len(d.carry), 4<<10))
+			d.carry = append(d.carry, chunk[taken:taken+take]...)
+			taken += take
+			n, err := d.decode(d.carry)
+			if errors.Is(err, errShort) && taken < len(chunk) {
+				continue
+			}
+			if errors.Is(err, errShort) {
+				return nil // the row goes on in the next chunk
+			}
+			if err != nil {
+				return err
+			}
+			if err := d.fn(&d.row); err != nil {
+				return err
+			}
+			chunk = chunk[n-base:]
+			d.carry = d.carry[:0]
+			break
+		}
+	} else if bytes.HasPrefix(chunk, d.header) {
+		// A block's output of its own, header first. (A row that began
+		// with the header's bytes would need a first column value of
+		// exactly the header's shape; engine output is trusted.)
+		chunk = chunk[len(d.header):]
+	}
+	return d.rows(chunk)
+}
+
+// rows decodes the whole rows of data, keeping the start of a row that
+// does not end in it.
+func (d *rowDecoder) rows(data []byte) error {
+	for len(data) > 0 {
+		n, err := d.decode(data)
+		if errors.Is(err, errShort) {
+			d.carry = append(d.carry[:0], data...)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := d.fn(&d.row); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// end reports output that stopped within a row.
+func (d *rowDecoder) end() error {
+	if len(d.carry) > 0 {
+		return fmt.Errorf("the output ends within a row (%d bytes of it)", len(d.carry))
+	}
+	return nil
+}
+
+// readHeader reads the header at the start of data, returning its length.
+func (d *rowDecoder) readHeader(data []byte) (int, error) {
+	rd := rbReader{b: data}
+	n := rd.uvarint()
+	if n > uint64(len(data)) {
+		rd.short = true
+	}
+	if rd.short {
+		return 0, errShort
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = string(rd.bytes())
+	}
+	cols := make([]int, 0, n)
+	for i := range names {
+		typ := string(rd.bytes())
+		if rd.short {
+			return 0, errShort
+		}
+		c, err := resultColumn(names[i], typ)
+		if err != nil {
+			return 0, err
+		}
+		if slices.Contains(cols, c) {
+			return 0, fmt.Errorf("result column %q twice", names[i])
+		}
+		cols = append(cols, c)
+	}
+	if rd.short {
+		return 0, errShort
+	}
+	if len(cols) == 0 {
+		return 0, errors.New("a result without columns")
+	}
+	d.cols, d.last = cols, make([]string, len(cols))
+	return rd.i, nil
+}
+
+// decode reads the row at the start of data into d.row and returns its
+// length, or errShort.
+func (d *rowDecoder) decode(data []byte) (int, error) {
+	rd := rbReader{b: data}
+	r := &d.row
+	for k, c := range d.cols {
+		switch p := rowColumns[c].field(r).(type) {
+		case *string:
+			v := rd.bytes()
+			if string(v) != d.last[k] { // no allocation to compare
+				d.last[k] = string(v)
+			}
+			*p = d.last[k]
+		case *[]byte:
+			*p = append((*p)[:0], rd.bytes()...)
+		case *time.Time:
+			*p = time.UnixMicro(int64(rd.fixed(8))).UTC()
+		case *int32:
+			*p = int32(rd.fixed(4))
+		case *int64:
+			*p = int64(rd.fixed(8))
+		case *bool:
+			*p = rd.fixed(1) != 0
+		case *[]string:
+			n := rd.count()
+			s := (*p)[:0]
+			for range n {
+				s = append(s, string(rd.bytes()))
+			}
+			*p = s
+		case *map[string]string:
+			n := rd.count()
+			if *p == nil && n > 0 {
+				*p = make(map[string]string, n)
+			}
+			clear(*p)
+			for range n {
+				k := rd.bytes()
+				(*p)[string(k)] = string(rd.bytes())
+			}
+		}
+		if rd.short {
+			return 0, errShort
+		}
+	}
+	return rd.i, nil
+}
+
+// rbReader reads RowBinary values from b; reading past its end sets short
+// and yields zero values.
+type rbReader struct {
+	b     []byte
+	i     int
+	short bool
+}
+
+func (r *rbReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b[r.i:])
+	if n <= 0 {
+		r.short = true // the engine writes no overlong varint
+		r.i = len(r.b)
+		return 0
+	}
+	r.i += n
+	return v
+}
+
+// count reads an Array's or Map's length, which cannot exceed the bytes
+// left (every element takes one at least).
+func (r *rbReader) count() int {
+	n := r.uvarint()
+	if n > uint64(len(r.b)-r.i) {
+		r.short = true
+		r.i = len(r.b)
+		return 0
+	}
+	return int(n)
+}
+
+func (r *rbReader) bytes() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)-r.i) {
+		r.short = true
+		r.i = len(r.b)
+		return nil
+	}
+	v := r.b[r.i : r.i+int(n)]
+	r.i += int(n)
+	return v
+}
+
+// fixed reads a little-endian integer of size bytes (1, 4 or 8).
+func (r *rbReader) fixed(size int) uint64 {
+	if len(r.b)-r.i < size {
+		r.short = true
+		r.i = len(r.b)
+		return 0
+	}
+	b := r.b[r.i : r.i+size]
+	r.i += size
+	switch size {
+	case 1:
+		return uint64(b[0])
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b))
+	}
+	return binary.LittleEndian.Uint64(b)
+}
