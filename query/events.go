@@ -12,10 +12,12 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// Selecter runs a query and calls fn once per result row, each row one
-// JSON object. store.Store provides it.
+// Selecter runs queries: Select hands each result row as one JSON object,
+// SelectRows (what Events and Export read events with) decodes rows of
+// audit_events columns into a store.Row. store.Store provides it.
 type Selecter interface {
 	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	SelectRows(ctx context.Context, sql string, params store.Params, fn func(r *store.Row) error) error
 }
 
 // Stats describes what Events did.
@@ -93,34 +95,31 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 
 	out := &lineWriter{w: bufio.NewWriterSize(w, 32<<10), flusher: w, lim: lim, stats: &stats}
 	var (
-		rows rowReader
-		line []byte
-		prev eventRow // the key of the previous row, to skip a stored copy
-		stop error    // why fn stopped the query; the store may wrap it
+		rebuild rebuilder
+		line    []byte
+		prev    eventKey // the key of the previous row, to skip a stored copy
+		stop    error    // why fn stopped the query; the store may wrap it
 	)
-	fn := func(data []byte) error {
-		if err := rows.read(data); err != nil {
-			stop = fmt.Errorf("decoding a result row: %w", err)
-			return stop
-		}
-		if stats.Matched > 0 && rows.row == prev {
+	fn := func(r *store.Row) error {
+		key := keyOf(r)
+		if stats.Matched > 0 && key == prev {
 			return nil // the same event stored twice (see dupSlack)
 		}
-		prev = rows.row
+		prev = key
 		if !f.All && stats.Matched == f.limit() {
 			stats.Truncated = true
 			stop = errHalt // the limit is reached and more events match
 			return stop
 		}
 		stats.Matched++
-		ev, err := rows.event()
+		ev, err := rebuild.event(r)
 		if err != nil {
-			stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+			stop = fmt.Errorf("event %s: %w", key, err)
 			return stop
 		}
 		if jq == nil {
 			if line, err = appendRawLine(line[:0], ev); err != nil {
-				stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+				stop = fmt.Errorf("event %s: %w", key, err)
 				return stop
 			}
 			stop = out.write(line)
@@ -131,7 +130,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		switch {
 		case err == nil:
 		case errors.Is(err, ErrJQFailed), errors.As(err, &ee):
-			stop = fmt.Errorf("event %s: %w", rows.row.key(), err)
+			stop = fmt.Errorf("event %s: %w", key, err)
 		default:
 			stop = err
 		}
@@ -153,7 +152,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	}
 	for _, rf := range reads {
 		sql, params := rf.SQL(eventColumns)
-		if err = st.Select(runCtx, sql, params, fn); err != nil {
+		if err = st.SelectRows(runCtx, sql, params, fn); err != nil {
 			break
 		}
 	}

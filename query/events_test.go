@@ -14,30 +14,20 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// fakeSelecter returns canned rows, encoded as the engine encodes them,
-// and remembers the query it was asked.
+// fakeSelecter returns canned rows and remembers the query it was asked.
 type fakeSelecter struct {
-	rows    []eventRow
-	encoded [][]byte // rows as JSON, made on first use
-	err     error    // returned after the rows
-	block   bool     // wait for the context to end instead of returning
-	sql     string
-	params  store.Params
+	rows   []store.Row
+	err    error // returned after the rows
+	block  bool  // wait for the context to end instead of returning
+	sql    string
+	params store.Params
 }
 
-func (s *fakeSelecter) Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error {
+func (s *fakeSelecter) SelectRows(ctx context.Context, sql string, params store.Params, fn func(r *store.Row) error) error {
 	s.sql, s.params = sql, params
-	if s.encoded == nil {
-		for _, r := range s.rows {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return err
-			}
-			s.encoded = append(s.encoded, b)
-		}
-	}
-	for _, b := range s.encoded {
-		if err := fn(b); err != nil {
+	for i := range s.rows {
+		r := s.rows[i] // a copy: fn may not keep it
+		if err := fn(&r); err != nil {
 			return fmt.Errorf("fake engine: %w", err) // engines may wrap fn's error
 		}
 	}
@@ -48,8 +38,19 @@ func (s *fakeSelecter) Select(ctx context.Context, sql string, params store.Para
 	return s.err
 }
 
-func row(id, raw string) eventRow {
-	return eventRow{Cluster: "prod", AuditID: id, Stage: "ResponseComplete", Raw: raw}
+// Select returns each row's key and raw event as JSON.
+func (s *fakeSelecter) Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error {
+	return s.SelectRows(ctx, sql, params, func(r *store.Row) error {
+		b, err := json.Marshal(map[string]string{"cluster": r.Cluster, "audit_id": r.AuditID, "stage": r.Stage, "raw": string(r.Raw)})
+		if err != nil {
+			return err
+		}
+		return fn(b)
+	})
+}
+
+func row(id, raw string) store.Row {
+	return store.Row{Cluster: "prod", AuditID: id, Stage: "ResponseComplete", Raw: []byte(raw)}
 }
 
 // flushWriter counts Flush calls, as an http.ResponseWriter would see them.
@@ -70,7 +71,7 @@ func mustJQ(t testing.TB, program string) *JQ {
 }
 
 func TestEvents(t *testing.T) {
-	rows := []eventRow{
+	rows := []store.Row{
 		row("a", `{"auditID":"a","verb":"get","n":12345678901234567890}`),
 		row("b", `{ "auditID" : "b", "verb": "watch" }`),
 		row("c", "{\n  \"auditID\": \"c\",\n  \"verb\": \"watch\",\n  \"s\": \"x\\ny\"\n}"),
@@ -166,14 +167,14 @@ func TestEventsErrors(t *testing.T) {
 		},
 		{
 			name:     "store error",
-			st:       &fakeSelecter{rows: []eventRow{row("a", `{}`)}, err: storeErr},
+			st:       &fakeSelecter{rows: []store.Row{row("a", `{}`)}, err: storeErr},
 			wantOut:  "{}\n",
 			wantIs:   storeErr,
 			wantText: []string{"selecting events: connection reset"},
 		},
 		{
 			name: "jq error names the event",
-			st: &fakeSelecter{rows: []eventRow{
+			st: &fakeSelecter{rows: []store.Row{
 				row("a", `{"user":{"username":"alice"}}`),
 				row("b'x", `{"user":"bob"}`),
 				row("c", `{"user":{"username":"carol"}}`),
@@ -185,7 +186,7 @@ func TestEventsErrors(t *testing.T) {
 		},
 		{
 			name:     "output limit across events",
-			st:       &fakeSelecter{rows: []eventRow{row("a", `{}`), row("b", `{}`), row("c", `{}`)}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", `{}`), row("b", `{}`), row("c", `{}`)}},
 			jq:       `1, 2`,
 			lim:      Limits{MaxOutputs: 3},
 			wantOut:  "1\n2\n1\n",
@@ -194,7 +195,7 @@ func TestEventsErrors(t *testing.T) {
 		},
 		{
 			name:     "memory limit",
-			st:       &fakeSelecter{rows: []eventRow{row("a", `{}`), row("b", `{}`)}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", `{}`), row("b", `{}`)}},
 			jq:       `"x", [range(1e9)]`,
 			lim:      Limits{MaxMemory: 16 << 20},
 			wantOut:  "\"x\"\n",
@@ -203,7 +204,7 @@ func TestEventsErrors(t *testing.T) {
 		},
 		{
 			name:     "byte limit on raw events",
-			st:       &fakeSelecter{rows: []eventRow{row("a", `{"a":1}`), row("b", `{"b":2}`)}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", `{"a":1}`), row("b", `{"b":2}`)}},
 			lim:      Limits{MaxOutputBytes: 10},
 			wantOut:  "{\"a\":1}\n",
 			wantIs:   ErrLimit,
@@ -211,18 +212,18 @@ func TestEventsErrors(t *testing.T) {
 		},
 		{
 			name:     "empty stored event",
-			st:       &fakeSelecter{rows: []eventRow{row("a", ``)}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", " \n")}},
 			wantText: []string{`event "a" (cluster "prod", stage ResponseComplete): the stored event is empty`},
 		},
 		{
 			name:     "stored event that is not JSON, for jq",
-			st:       &fakeSelecter{rows: []eventRow{row("a", `{"a":`)}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", `{"a":`)}},
 			jq:       ".",
 			wantText: []string{`event "a" (cluster "prod", stage ResponseComplete): decoding the stored event: unexpected EOF`},
 		},
 		{
 			name:     "multi-line stored event that is not JSON",
-			st:       &fakeSelecter{rows: []eventRow{row("a", "{\n\"a\":")}},
+			st:       &fakeSelecter{rows: []store.Row{row("a", "{\n\"a\":")}},
 			wantText: []string{`event "a"`, "compacting the stored event"},
 		},
 	}
@@ -254,7 +255,7 @@ func TestEventsErrors(t *testing.T) {
 
 func TestEventsTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &fakeSelecter{rows: []eventRow{row("a", `{}`)}, block: true}
+		st := &fakeSelecter{rows: []store.Row{row("a", `{}`)}, block: true}
 		var w bytes.Buffer
 		start := time.Now()
 		stats, err := Events(t.Context(), st, Filter{}, nil, Limits{Timeout: 5 * time.Second}, &w)
@@ -287,7 +288,7 @@ func TestEventsCallerCancel(t *testing.T) {
 }
 
 func TestEventsFlushes(t *testing.T) {
-	rows := make([]eventRow, 2*flushEvery+1)
+	rows := make([]store.Row, 2*flushEvery+1)
 	for i := range rows {
 		rows[i] = row(fmt.Sprint(i), fmt.Sprintf(`{"i":%d}`, i))
 	}
@@ -310,7 +311,7 @@ type failWriter struct{}
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }
 
 func TestEventsWriteError(t *testing.T) {
-	rows := make([]eventRow, flushEvery)
+	rows := make([]store.Row, flushEvery)
 	for i := range rows {
 		rows[i] = row(fmt.Sprint(i), `{}`)
 	}
@@ -337,7 +338,7 @@ func TestEventsPassesFilter(t *testing.T) {
 // can still answer with an error status.
 func TestEventsNoFlushWithoutLines(t *testing.T) {
 	var w flushWriter
-	st := &fakeSelecter{rows: []eventRow{row("a", `{"a":"x"}`)}}
+	st := &fakeSelecter{rows: []store.Row{row("a", `{"a":"x"}`)}}
 	if _, err := Events(t.Context(), st, Filter{}, mustJQ(t, ".a.b"), Limits{}, &w); !errors.Is(err, ErrJQFailed) {
 		t.Fatalf("Events: %v", err)
 	}

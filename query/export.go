@@ -1,7 +1,6 @@
 package query
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -82,63 +81,30 @@ var parquetSettings = map[string]string{
 }
 
 // ParquetExportSQL is the query a Parquet export runs for each time window
-// of f (see timeWindows): every column of audit_events (SELECT *, so the
-// file follows the table as migrations change it: the typed columns and
-// the residual), then raw, with FINAL, so that an event stored twice is
-// one row, in f's order. The engine stores an event as its residual, raw
-// left empty; Export puts the whole event JSON into raw on the rows' way
-// to the file (rebuildRaw).
+// of f (see timeWindows): every column of audit_events that a store.Row
+// holds (store.RowColumns: the typed columns, raw and the residual), with
+// FINAL, so that an event stored twice is one row, in f's order. The
+// engine stores an event as its residual, raw left empty; Export puts the
+// whole event JSON into raw on the rows' way to the file (rebuildRaw).
 func ParquetExportSQL(f Filter) (string, store.Params) {
 	f.All = true
-	return f.sql("* EXCEPT (raw), raw", "audit_events FINAL")
+	return f.sql(strings.Join(store.RowColumns(), ", "), "audit_events FINAL")
 }
 
-// rebuildRaw returns the transform of a Parquet export's rows: each row's
-// raw column, last in the row, becomes the event (Events' rebuild: raw as
-// stored, or rebuilt from the typed columns and residual). Its bytes go
-// into the JSON string as they are, invalid UTF-8 included, as the engine
-// reads them.
-func rebuildRaw() func([]byte) ([]byte, error) {
-	var rr rowReader
-	var out []byte
-	rawKey := []byte(`,"raw":`)
-	return func(line []byte) ([]byte, error) {
-		// No string value holds an unescaped quote: the last ,"raw": is
-		// the key.
-		k := bytes.LastIndex(line, rawKey)
-		if k < 0 {
-			return nil, errors.New("an export row without its raw column last")
-		}
-		if err := rr.read(line); err != nil {
-			return nil, fmt.Errorf("decoding an export row: %w", err)
-		}
-		ev, err := rr.event()
+// rebuildRaw returns the function a Parquet export's rows pass through:
+// each row's raw column becomes the event (Events' rebuild: raw as
+// stored, or rebuilt from the typed columns and residual), bytes as they
+// are.
+func rebuildRaw() func(r *store.Row) error {
+	var rb rebuilder
+	return func(r *store.Row) error {
+		ev, err := rb.event(r)
 		if err != nil {
-			return nil, fmt.Errorf("event %s: %w", rr.row.key(), err)
+			return fmt.Errorf("event %s: %w", keyOf(r), err)
 		}
-		out = append(out[:0], line[:k]...)
-		out = append(out, rawKey...)
-		out = appendJSONBytes(out, ev)
-		return append(out, '}'), nil
+		r.Raw = ev
+		return nil
 	}
-}
-
-// appendJSONBytes appends b as a JSON string: quotes, backslashes and
-// control characters escaped, every other byte as it is.
-func appendJSONBytes(dst, b []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	for _, c := range b {
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, '"')
 }
 
 // Export writes every event f matches (its Limit is ignored), in f's
@@ -186,7 +152,7 @@ func Export(ctx context.Context, st Selecter, f Filter, format ExportFormat, w i
 		var sent int64
 		for i, win := range windows {
 			queries[i].SQL, queries[i].Params = ParquetExportSQL(win.Filter)
-			queries[i].Transform = rebuildRaw()
+			queries[i].Rows = rebuildRaw()
 			if progress != nil {
 				n := win.events
 				queries[i].Sent = func() {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/store"
 )
 
 // workerEnv makes the test binary a jq worker: tests point a
@@ -65,7 +66,7 @@ type eventsResult struct {
 	err   error
 }
 
-func runEvents(t *testing.T, ctx context.Context, rows []eventRow, program string, lim Limits) eventsResult {
+func runEvents(t *testing.T, ctx context.Context, rows []store.Row, program string, lim Limits) eventsResult {
 	t.Helper()
 	var w bytes.Buffer
 	stats, err := Events(ctx, &fakeSelecter{rows: rows}, Filter{}, mustJQ(t, program), lim, &w)
@@ -77,7 +78,7 @@ func runEvents(t *testing.T, ctx context.Context, rows []eventRow, program strin
 // same way.
 func TestEventsWorkerMatchesInProcess(t *testing.T) {
 	big := strings.Repeat("x", 1<<20)
-	rows := []eventRow{
+	rows := []store.Row{
 		row("a", `{"auditID":"a","verb":"get","n":12345678901234567890,"user":{"username":"alice"},"f":1.50}`),
 		row("b", "{\n  \"auditID\": \"b\",\n  \"verb\": \"watch\",\n  \"s\": \"x\\ny\",\n  \"user\": \"bob\"\n}\n"),
 		row("c", `{"auditID":"c","verb":"watch","bad":"`+"\xff\xfe"+`","big":"`+big+`","user":{"username":"carol"}}`),
@@ -86,7 +87,7 @@ func TestEventsWorkerMatchesInProcess(t *testing.T) {
 	tests := []struct {
 		name    string
 		program string
-		rows    []eventRow
+		rows    []store.Row
 		lim     Limits
 		wantErr string // what the error says, "" for none
 	}{
@@ -101,7 +102,7 @@ func TestEventsWorkerMatchesInProcess(t *testing.T) {
 		{name: "jq error names the event", program: `.user.username`, wantErr: `event "b" (cluster "prod", stage ResponseComplete): jq program failed: expected an object but got: string ("bob")`},
 		{name: "error builtin", program: `.auditID, error("boom")`, wantErr: `event "a" (cluster "prod", stage ResponseComplete): jq program failed: error: boom`},
 		{name: "halt_error", program: `if .auditID == "c" then "bad\n" | halt_error else .auditID end`, wantErr: `event "c"`},
-		{name: "stored event that is not JSON", program: ".", rows: []eventRow{rows[0], row("x", `{"a":`)},
+		{name: "stored event that is not JSON", program: ".", rows: []store.Row{rows[0], row("x", `{"a":`)},
 			wantErr: `event "x" (cluster "prod", stage ResponseComplete): decoding the stored event: unexpected EOF`},
 		{name: "MaxOutputs", program: `range(3)`, lim: Limits{MaxOutputs: 7}, wantErr: "more than 7 results (Limits.MaxOutputs)"},
 		{name: "exactly MaxOutputs", program: `range(2)`, lim: Limits{MaxOutputs: 8}},
@@ -156,7 +157,7 @@ func TestEventsWorkerMatchesInProcess(t *testing.T) {
 // worker, the query fails with an error that says so, and this process
 // lives on.
 func TestEventsWorkerCrash(t *testing.T) {
-	rows := []eventRow{row("a", `{"auditID":"a"}`), row("b", `{"auditID":"b"}`)}
+	rows := []store.Row{row("a", `{"auditID":"a"}`), row("b", `{"auditID":"b"}`)}
 	lim := Limits{Worker: testWorker()}
 	got := runEvents(t, t.Context(), rows, `.auditID, (if .auditID == "b" then `+crashProgram+` else empty end)`, lim)
 	checkNoChildren(t)
@@ -187,7 +188,7 @@ func TestEventsWorkerCrash(t *testing.T) {
 // still running, and that both errors are the ones Events gives in
 // process.
 func TestEventsWorkerKilled(t *testing.T) {
-	rows := []eventRow{row("a", `{}`)}
+	rows := []store.Row{row("a", `{}`)}
 	const endless = `def f: f; f`
 	t.Run("timeout", func(t *testing.T) {
 		start := time.Now()
@@ -232,7 +233,7 @@ func TestEventsWorkerKilled(t *testing.T) {
 // does, and without events: the worker has nothing to do and exits.
 func TestEventsWorkerSelf(t *testing.T) {
 	lim := Limits{Worker: &ProcessRunner{Env: workerEnviron()}}
-	got := runEvents(t, t.Context(), []eventRow{row("a", `{"a":1}`)}, ".a", lim)
+	got := runEvents(t, t.Context(), []store.Row{row("a", `{"a":1}`)}, ".a", lim)
 	if got.err != nil || got.out != "1\n" {
 		t.Errorf("Events: %q, %v", got.out, got.err)
 	}
@@ -246,7 +247,7 @@ func TestEventsWorkerSelf(t *testing.T) {
 // TestEventsWorkerBroken points the ProcessRunner at programs that are
 // not workers.
 func TestEventsWorkerBroken(t *testing.T) {
-	rows := []eventRow{row("a", `{}`)}
+	rows := []store.Row{row("a", `{}`)}
 	tests := []struct {
 		name   string
 		runner *ProcessRunner
@@ -283,15 +284,15 @@ func BenchmarkEventsWorker(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	one := []eventRow{row("a", string(bytes.TrimSpace(raw)))}
-	many := make([]eventRow, 1000)
+	one := []store.Row{row("a", string(bytes.TrimSpace(raw)))}
+	many := make([]store.Row, 1000)
 	for i := range many {
 		many[i] = row(strconv.Itoa(i), string(bytes.TrimSpace(raw)))
 	}
 	q := mustJQ(b, `{verb, user: .user.username, code: .responseStatus.code}`)
 	type bench struct {
 		name   string
-		rows   []eventRow
+		rows   []store.Row
 		worker *ProcessRunner
 	}
 	benches := []bench{

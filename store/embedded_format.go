@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -21,12 +20,15 @@ type Query struct {
 	// Sent, when not nil, is called by SelectFormat once every row of
 	// the query has gone to the engine's formatting.
 	Sent func()
-	// Transform, when not nil, rewrites each row on its way to the
-	// formatting: the rows then travel as JSONEachRow lines (without the
-	// newline), and Transform returns the line to format in place of the
-	// one it was given, with the same keys (it may reuse the line's
-	// memory). Either every query of a SelectFormat has one or none has.
-	Transform func(line []byte) ([]byte, error)
+	// Rows, when not nil, is called with each row on its way to the
+	// formatting, decoded into a Row as SelectRows decodes it (the
+	// query's columns must be Row columns), which it may change (the row
+	// is encoded when it returns; it must not keep the Row, whose buffers
+	// are the decoder's). The rows then travel as RowBinary,
+	// and the output has every Row column, in RowColumns order, whatever
+	// the queries select (a column not selected is empty). Either every
+	// query of a SelectFormat has one or none has.
+	Rows func(r *Row) error
 }
 
 // SelectFormat runs the SELECTs of queries one after the other and writes
@@ -72,19 +74,27 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	structure, err := e.structure(ctx, queries[0])
-	if err != nil {
-		return 0, err
-	}
-	// The rows travel as Native blocks, or as JSONEachRow lines through
-	// the queries' Transform.
-	transit := "Native"
-	if queries[0].Transform != nil {
-		transit = "JSONEachRow"
-	}
+	// The rows travel as Native blocks, or as RowBinary through the
+	// queries' Rows.
+	typed := queries[0].Rows != nil
 	for _, q := range queries {
-		if (q.Transform != nil) != (transit == "JSONEachRow") {
-			return 0, errors.New("formatting on the embedded engine: every query or none has a Transform")
+		if (q.Rows != nil) != typed {
+			return 0, errors.New("formatting on the embedded engine: every query or none has Rows")
+		}
+	}
+	selectFormat, insertFormat := "Native", "Native"
+	var structure string
+	if typed {
+		selectFormat, insertFormat = "RowBinaryWithNamesAndTypes", "RowBinary"
+		cols := make([]string, len(rowColumns))
+		for i, c := range rowColumns {
+			cols[i] = "`" + c.name + "` " + c.typ
+		}
+		structure = strings.Join(cols, ", ")
+	} else {
+		var err error
+		if structure, err = e.structure(ctx, queries[0]); err != nil {
+			return 0, err
 		}
 	}
 
@@ -123,14 +133,14 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 				_, err := pw.Write(chunk)
 				return err
 			}
-			var lines *lineTransform
-			if q.Transform != nil {
-				lines = &lineTransform{fn: q.Transform, w: pw}
-				send = lines.write
+			var rows *rowTransform
+			if q.Rows != nil {
+				rows = newRowTransform(q.Rows, pw)
+				send = rows.write
 			}
-			serr = e.db.QueryStream(ctx, q.SQL, transit, q.Params, send)
-			if serr == nil && lines != nil {
-				serr = lines.flush()
+			serr = e.db.QueryStream(ctx, q.SQL, selectFormat, q.Params, send)
+			if serr == nil && rows != nil {
+				serr = rows.flush()
 			}
 			if serr != nil {
 				serr = fmt.Errorf("selecting %s on the embedded engine: %w", stmtHead(q.SQL), serr)
@@ -148,7 +158,7 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	// to the end of what the queries send, whatever ctx says.
 	stmt := "INSERT INTO FUNCTION file(" + quoteString(path) + ", '" + format + "', " + quoteString(structure) + ")\n" +
 		"SETTINGS " + set.String()
-	ierr := e.db.InsertFrom(context.WithoutCancel(ctx), stmt, transit, pr)
+	ierr := e.db.InsertFrom(context.WithoutCancel(ctx), stmt, insertFormat, pr)
 	pr.CloseWithError(errInsertEnded) // the queries stop if it ended early
 	<-selected
 	if ierr != nil {
@@ -170,55 +180,57 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 	return out.written(), nil
 }
 
-// lineTransform passes JSONEachRow output through a row transform: it
-// splits chunks into lines (a line may span chunks), transforms each and
-// writes it to w with its newline.
-type lineTransform struct {
-	fn      func([]byte) ([]byte, error)
-	w       io.Writer
-	partial []byte
-	out     []byte
+// rowTransform passes RowBinaryWithNamesAndTypes output through a row
+// function: it decodes each row, calls fn and writes the row again in
+// RowBinary to w, a MiB or so at a time.
+type rowTransform struct {
+	dec rowDecoder
+	w   io.Writer
+	out []byte
 }
 
-func (l *lineTransform) write(chunk []byte) error {
-	l.out = l.out[:0]
-	for len(chunk) > 0 {
-		nl := bytes.IndexByte(chunk, '\n')
-		if nl < 0 {
-			l.partial = append(l.partial, chunk...)
-			break
+// rowTransformFlush is how much RowBinary a rowTransform gathers before
+// it writes.
+const rowTransformFlush = 1 << 20
+
+func newRowTransform(fn func(*Row) error, w io.Writer) *rowTransform {
+	t := &rowTransform{w: w}
+	t.dec.fn = func(r *Row) error {
+		// The decoder's buffers, which fn may replace.
+		raw, res, groups, ann := r.Raw, r.Residual, r.Groups, r.Annotations
+		err := fn(r)
+		if err == nil {
+			t.out = appendRowBinary(t.out, r)
 		}
-		line := chunk[:nl]
-		if len(l.partial) > 0 {
-			line = append(l.partial, line...)
-		}
-		chunk = chunk[nl+1:]
-		t, err := l.fn(line)
+		r.Raw, r.Residual, r.Groups, r.Annotations = raw, res, groups, ann
 		if err != nil {
 			return err
 		}
-		l.out = append(append(l.out, t...), '\n')
-		l.partial = l.partial[:0]
-	}
-	if len(l.out) == 0 {
+		if len(t.out) >= rowTransformFlush {
+			return t.send()
+		}
 		return nil
 	}
-	_, err := l.w.Write(l.out)
+	return t
+}
+
+func (t *rowTransform) write(chunk []byte) error { return t.dec.write(chunk) }
+
+func (t *rowTransform) send() error {
+	if len(t.out) == 0 {
+		return nil
+	}
+	_, err := t.w.Write(t.out)
+	t.out = t.out[:0]
 	return err
 }
 
-// flush transforms a last line without a newline.
-func (l *lineTransform) flush() error {
-	if len(bytes.TrimSpace(l.partial)) == 0 {
-		return nil
-	}
-	t, err := l.fn(l.partial)
-	if err != nil {
+// flush writes what is gathered, at the end of the output.
+func (t *rowTransform) flush() error {
+	if err := t.dec.end(); err != nil {
 		return err
 	}
-	l.partial = l.partial[:0]
-	_, err = l.w.Write(append(t, '\n'))
-	return err
+	return t.send()
 }
 
 // errInsertEnded stops the queries of SelectFormat when its insert ended

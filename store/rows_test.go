@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -335,4 +337,75 @@ func TestServerSelectRows(t *testing.T) {
 	if err == nil {
 		t.Error("a column twice: no error")
 	}
+}
+
+// TestEmbeddedSelectFormatRows: with Rows, each row reaches the format
+// as the function leaves it, every Row column present in RowColumns
+// order, however the query names them; rows straddle the RowBinary
+// writes (more than rowTransformFlush of them) and the queries' blocks.
+func TestEmbeddedSelectFormatRows(t *testing.T) {
+	ctx := context.Background()
+	e := openTestEmbedded(t)
+	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	base := rowsTestRows()
+	var rows []Row
+	for i := range 400 { // ~3 MB: several RowBinary writes
+		r := base[i%len(base)]
+		r.AuditID = fmt.Sprintf("%s-%03d", r.AuditID, i)
+		rows = append(rows, r)
+	}
+	if err := e.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	sortRowsByID(rows)
+	queries := []Query{
+		{SQL: "SELECT residual, audit_id, raw FROM audit_events WHERE audit_id < 'p' ORDER BY audit_id SETTINGS max_block_size = 7"},
+		{SQL: "SELECT " + strings.Join(RowColumns(), ", ") + " FROM audit_events WHERE audit_id >= 'p' ORDER BY audit_id"},
+	}
+	calls := 0
+	for i := range queries {
+		queries[i].Rows = func(r *Row) error {
+			calls++
+			r.Raw = append([]byte("rebuilt:"), r.Residual[:min(len(r.Residual), 3)]...)
+			r.Groups = []string{"g"} // replaced, not the decoder's
+			return nil
+		}
+	}
+	var buf bytes.Buffer
+	if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, queries, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if calls != len(rows) {
+		t.Errorf("Rows called %d times for %d rows", calls, len(rows))
+	}
+	var got []Row
+	d := &rowDecoder{fn: func(r *Row) error { got = append(got, cloneRow(r)); return nil }}
+	if err := d.write(buf.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.end(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.cols, func() []int { // every column, in order
+		c := make([]int, len(rowColumns))
+		for i := range c {
+			c[i] = i
+		}
+		return c
+	}()) {
+		t.Errorf("output columns %v, want all of rowColumns in order", d.cols)
+	}
+	var want []Row
+	for _, r := range rows {
+		w := Row{AuditID: r.AuditID, Residual: r.Residual, Groups: []string{"g"}}
+		if r.AuditID >= "p" {
+			w = r
+			w.Groups = []string{"g"}
+		}
+		w.Raw = append([]byte("rebuilt:"), r.Residual[:min(len(r.Residual), 3)]...)
+		want = append(want, w)
+	}
+	compareRows(t, got, want)
 }
