@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/auditlens/auditlens/store"
@@ -81,14 +82,16 @@ var parquetSettings = map[string]string{
 }
 
 // ParquetExportSQL is the query a Parquet export runs for each time window
-// of f (see timeWindows): every column of audit_events that a store.Row
-// holds (store.RowColumns: the typed columns, raw and the residual), with
-// FINAL, so that an event stored twice is one row, in f's order. The
-// engine stores an event as its residual, raw left empty; Export puts the
-// whole event JSON into raw on the rows' way to the file (rebuildRaw).
+// of f (see timeWindows): every column of audit_events (store.RowColumns,
+// which a test holds to the migrations: the typed columns and the
+// residual), then raw, with FINAL, so that an event stored twice is one
+// row, in f's order. The engine stores an event as its residual, raw left
+// empty; Export puts the whole event JSON into raw on the rows' way to the
+// file (rebuildRaw).
 func ParquetExportSQL(f Filter) (string, store.Params) {
 	f.All = true
-	return f.sql(strings.Join(store.RowColumns(), ", "), "audit_events FINAL")
+	cols := slices.DeleteFunc(store.RowColumns(), func(c string) bool { return c == "raw" })
+	return f.sql(strings.Join(append(cols, "raw"), ", "), "audit_events FINAL")
 }
 
 // rebuildRaw returns the function a Parquet export's rows pass through:

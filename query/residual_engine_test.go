@@ -181,6 +181,43 @@ func TestEventsRebuiltOnEmbeddedEngine(t *testing.T) {
 			}
 		}
 	}
+
+	// A Parquet export's raw column holds each event as Events writes it.
+	var pq bytes.Buffer
+	if _, err := Export(ctx, st, Filter{}, Parquet, &pq, nil); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "events.parquet")
+	if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = st.SelectRows(ctx, "SELECT CAST(cluster, 'LowCardinality(String)') AS cluster, audit_id, CAST(stage, 'LowCardinality(String)') AS stage, raw "+
+		"FROM file({f:String}, Parquet)", store.Params{"f": path}, func(r *store.Row) error {
+		n++
+		orig, ok := byCluster[r.Cluster][r.AuditID+"/"+r.Stage]
+		switch {
+		case !ok:
+			t.Errorf("Parquet: event %s/%s/%s was not stored", r.Cluster, r.AuditID, r.Stage)
+		case strings.HasPrefix(r.Cluster, "fixture-") || strings.HasPrefix(r.Cluster, "generated-") || r.Cluster == "old":
+			if !bytes.Equal(r.Raw, orig) {
+				t.Errorf("Parquet: %s: raw\n %s\nstored\n %s", r.Cluster, r.Raw, orig)
+			}
+		case !sameJSON(t, r.Raw, orig):
+			t.Errorf("Parquet: %s: raw\n %s\nnot the JSON value of\n %s", r.Cluster, r.Raw, orig)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, want := range byCluster {
+		total += len(want)
+	}
+	if n != total {
+		t.Errorf("the Parquet file holds %d events, %d stored", n, total)
+	}
 }
 
 // sameJSON reports whether a and b are the same JSON value, numbers as

@@ -22,12 +22,10 @@ type Query struct {
 	Sent func()
 	// Rows, when not nil, is called with each row on its way to the
 	// formatting, decoded into a Row as SelectRows decodes it (the
-	// query's columns must be Row columns), which it may change (the row
-	// is encoded when it returns; it must not keep the Row, whose buffers
-	// are the decoder's). The rows then travel as RowBinary,
-	// and the output has every Row column, in RowColumns order, whatever
-	// the queries select (a column not selected is empty). Either every
-	// query of a SelectFormat has one or none has.
+	// query's columns must be Row columns), which it may change (the
+	// row's columns are encoded again when it returns; it must not keep
+	// the Row, whose buffers are the decoder's). The rows then travel as
+	// RowBinary. Either every query of a SelectFormat has one or none has.
 	Rows func(r *Row) error
 }
 
@@ -83,19 +81,12 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 		}
 	}
 	selectFormat, insertFormat := "Native", "Native"
-	var structure string
 	if typed {
 		selectFormat, insertFormat = "RowBinaryWithNamesAndTypes", "RowBinary"
-		cols := make([]string, len(rowColumns))
-		for i, c := range rowColumns {
-			cols[i] = "`" + c.name + "` " + c.typ
-		}
-		structure = strings.Join(cols, ", ")
-	} else {
-		var err error
-		if structure, err = e.structure(ctx, queries[0]); err != nil {
-			return 0, err
-		}
+	}
+	structure, err := e.structure(ctx, queries[0])
+	if err != nil {
+		return 0, err
 	}
 
 	dir, err := os.MkdirTemp("", "auditlens-format-")
@@ -181,8 +172,9 @@ func (e *Embedded) SelectFormat(ctx context.Context, format string, settings map
 }
 
 // rowTransform passes RowBinaryWithNamesAndTypes output through a row
-// function: it decodes each row, calls fn and writes the row again in
-// RowBinary to w, a MiB or so at a time.
+// function: it decodes each row, calls fn and writes the row's columns
+// again in RowBinary, in the output's order, to w, a MiB or so at a
+// time.
 type rowTransform struct {
 	dec rowDecoder
 	w   io.Writer
@@ -200,7 +192,9 @@ func newRowTransform(fn func(*Row) error, w io.Writer) *rowTransform {
 		raw, res, groups, ann := r.Raw, r.Residual, r.Groups, r.Annotations
 		err := fn(r)
 		if err == nil {
-			t.out = appendRowBinary(t.out, r)
+			for _, c := range t.dec.cols {
+				t.out = appendColumn(t.out, r, c)
+			}
 		}
 		r.Raw, r.Residual, r.Groups, r.Annotations = raw, res, groups, ann
 		if err != nil {

@@ -108,28 +108,34 @@ func resultColumn(name, typ string) (int, error) {
 // row always encodes the same).
 func appendRowBinary(b []byte, r *Row) []byte {
 	for i := range rowColumns {
-		switch p := rowColumns[i].field(r).(type) {
-		case *string:
-			b = rbString(b, *p)
-		case *[]byte:
-			b = binary.AppendUvarint(b, uint64(len(*p)))
-			b = append(b, *p...)
-		case *time.Time:
-			b = rbTime(b, *p)
-		case *int32:
-			b = binary.LittleEndian.AppendUint32(b, uint32(*p))
-		case *int64:
-			b = binary.LittleEndian.AppendUint64(b, uint64(*p))
-		case *bool:
-			b = rbBool(b, *p)
-		case *[]string:
-			b = binary.AppendUvarint(b, uint64(len(*p)))
-			for _, s := range *p {
-				b = rbString(b, s)
-			}
-		case *map[string]string:
-			b = rbMap(b, *p)
+		b = appendColumn(b, r, i)
+	}
+	return b
+}
+
+// appendColumn appends r's value of rowColumns[i] as appendRowBinary does.
+func appendColumn(b []byte, r *Row, i int) []byte {
+	switch p := rowColumns[i].field(r).(type) {
+	case *string:
+		b = rbString(b, *p)
+	case *[]byte:
+		b = binary.AppendUvarint(b, uint64(len(*p)))
+		b = append(b, *p...)
+	case *time.Time:
+		b = rbTime(b, *p)
+	case *int32:
+		b = binary.LittleEndian.AppendUint32(b, uint32(*p))
+	case *int64:
+		b = binary.LittleEndian.AppendUint64(b, uint64(*p))
+	case *bool:
+		b = rbBool(b, *p)
+	case *[]string:
+		b = binary.AppendUvarint(b, uint64(len(*p)))
+		for _, s := range *p {
+			b = rbString(b, s)
 		}
+	case *map[string]string:
+		b = rbMap(b, *p)
 	}
 	return b
 }
@@ -235,18 +241,24 @@ var errShort = errors.New("the data ends within a row")
 // write decodes the rows of one chunk of output.
 func (d *rowDecoder) write(chunk []byte) error {
 	if d.cols == nil { // the header, perhaps over several chunks
-		d.carry = append(d.carry, chunk...)
-		n, err := d.readHeader(d.carry)
+		data := chunk
+		if len(d.carry) > 0 {
+			d.carry = append(d.carry, chunk...)
+			data = d.carry
+		}
+		n, err := d.readHeader(data)
 		if errors.Is(err, errShort) {
+			if len(d.carry) == 0 {
+				d.carry = append(d.carry, chunk...)
+			}
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		d.header = bytes.Clone(d.carry[:n])
-		rest := d.carry[n:]
-		d.carry = nil
-		return d.rows(bytes.Clone(rest))
+		d.header = bytes.Clone(data[:n])
+		d.carry = nil // data's memory is now rows' alone
+		return d.rows(data[n:])
 	}
 	if len(d.carry) > 0 {
 		// Finish the straddling row with as much of the chunk as it
