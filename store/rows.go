@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -228,11 +229,37 @@ type rowDecoder struct {
 	cols   []int  // per result column, its index in rowColumns
 	carry  []byte // the start of a row (or the header) whose end is in a later chunk
 	row    Row
-	// last holds, per result column, the last value of a String column,
-	// reused when the next row's bytes are the same: most columns repeat
-	// (cluster, verb, user, …), and a string per column per row is most of
-	// what decoding allocates.
-	last []string
+	// A string per value per row is most of what decoding allocates, and
+	// most values repeat: last holds, per result column, the last value
+	// of a String column, reused when the next row's bytes are the same;
+	// lc says which columns hold LowCardinality strings (few distinct
+	// values: verb, user, user agent, groups, annotation keys, …), whose
+	// values are kept in interned (up to maxInterned of them).
+	last     []string
+	lc       []bool
+	interned map[string]string
+}
+
+// maxInterned bounds the distinct LowCardinality values a rowDecoder
+// keeps.
+const maxInterned = 4096
+
+// str returns v as a string, the interned one for a LowCardinality value.
+func (d *rowDecoder) str(v []byte, lc bool) string {
+	if !lc {
+		return string(v)
+	}
+	if s, ok := d.interned[string(v)]; ok { // no allocation to look up
+		return s
+	}
+	s := string(v)
+	if len(d.interned) < maxInterned {
+		if d.interned == nil {
+			d.interned = make(map[string]string)
+		}
+		d.interned[s] = s
+	}
+	return s
 }
 
 // errShort says the data ends within a row.
@@ -358,7 +385,12 @@ func (d *rowDecoder) readHeader(data []byte) (int, error) {
 	if len(cols) == 0 {
 		return 0, errors.New("a result without columns")
 	}
-	d.cols, d.last = cols, make([]string, len(cols))
+	d.cols, d.last, d.lc = cols, make([]string, len(cols)), make([]bool, len(cols))
+	for k, c := range cols {
+		t := rowColumns[c].typ
+		d.lc[k] = strings.HasPrefix(t, "LowCardinality(") || strings.HasPrefix(t, "Array(LowCardinality(") ||
+			strings.HasPrefix(t, "Map(LowCardinality(")
+	}
 	return rd.i, nil
 }
 
@@ -372,7 +404,7 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 		case *string:
 			v := rd.bytes()
 			if string(v) != d.last[k] { // no allocation to compare
-				d.last[k] = string(v)
+				d.last[k] = d.str(v, d.lc[k])
 			}
 			*p = d.last[k]
 		case *[]byte:
@@ -389,7 +421,7 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 			n := rd.count()
 			s := (*p)[:0]
 			for range n {
-				s = append(s, string(rd.bytes()))
+				s = append(s, d.str(rd.bytes(), d.lc[k]))
 			}
 			*p = s
 		case *map[string]string:
@@ -399,8 +431,8 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 			}
 			clear(*p)
 			for range n {
-				k := rd.bytes()
-				(*p)[string(k)] = string(rd.bytes())
+				key := d.str(rd.bytes(), d.lc[k])
+				(*p)[key] = string(rd.bytes())
 			}
 		}
 		if rd.short {
