@@ -95,11 +95,16 @@ const isListSQL = "(verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlde
 // requests in time order finds them (lists count as resourceVersion 0: a
 // relist starts over; so do watch-lists). It reads the stages of a request as they are: they
 // share the request's start and resourceVersion, so copies and duplicates
-// never look like a step back, and FINAL is not needed.
+// never look like a step back, and FINAL is not needed. The last tie-breaker
+// is the audit ID's hash, not the ID: the pass sorts every watch and list
+// of the window (30M of the 100M-event bench store), and moving 8 bytes
+// instead of a 36-byte string took it from 11.5-12.6 s to 9.2-9.6 s there.
+// Requests of one reflector that tie on start, resourceVersion and kind
+// have no order of their own either way.
 const suspectsSQL = `SELECT cluster, ident FROM (
     SELECT cluster, ` + reflectorKey + ` AS ident,
            arraySort(groupArray((toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts)),
-                                 if(` + isListSQL + `, 0, toUInt64OrZero(req_rv)), ` + isListSQL + `, audit_id))) AS s
+                                 if(` + isListSQL + `, 0, toUInt64OrZero(req_rv)), ` + isListSQL + `, cityHash64(audit_id)))) AS s
     FROM audit_events
     WHERE %WINDOW% AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%
     GROUP BY cluster, ident
