@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -42,19 +41,13 @@ func limitWindows(ctx context.Context, st Selecter, f Filter) ([]window, error) 
 	}
 	p := store.Params{}
 	sql := countSQL(f, "$T - positiveModulo($T, 30000) AS t", "t", true, p)
-	var slots []bucket
-	var total int64
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var r struct{ T, N int64 }
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding an event count: %w", err)
-		}
-		slots = append(slots, bucket{start: time.UnixMilli(r.T).UTC(), width: rollupSlot, n: r.N})
-		total += r.N
-		return nil
-	})
+	slots, err := selectBuckets(ctx, st, sql, p, time.UnixMilli, rollupSlot)
 	if err != nil {
 		return nil, fmt.Errorf("counting the events per %s to find the page: %w", rollupSlot, err)
+	}
+	var total int64
+	for _, s := range slots {
+		total += s.n
 	}
 	if total < limitWindowsMin {
 		return whole, nil

@@ -124,19 +124,27 @@ func countPer(ctx context.Context, st Selecter, f Filter, secs int) ([]bucket, e
 	fmt.Fprintf(&b, "SELECT toUnixTimestamp64Micro(ts) - positiveModulo(toUnixTimestamp64Micro(ts), %d) AS t, count() AS n\nFROM audit_events", secs*1_000_000)
 	b.WriteString(f.where(p))
 	b.WriteString("\nGROUP BY t\nORDER BY t")
-	var out []bucket
-	err := st.Select(ctx, b.String(), p, func(row []byte) error {
-		var r struct{ T, N int64 }
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding an event count: %w", err)
-		}
-		out = append(out, bucket{start: time.UnixMicro(r.T).UTC(), width: time.Duration(secs) * time.Second, n: r.N})
-		return nil
-	})
+	out, err := selectBuckets(ctx, st, b.String(), p, time.UnixMicro, time.Duration(secs)*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("counting the events to read per %ds: %w", secs, err)
 	}
 	return out, nil
+}
+
+// selectBuckets runs sql, whose rows are a bucket's start t (a Unix time
+// that at reads: time.UnixMicro, time.UnixMilli) and its count n, and
+// returns the buckets, each width wide.
+func selectBuckets(ctx context.Context, st Selecter, sql string, p store.Params, at func(int64) time.Time, width time.Duration) ([]bucket, error) {
+	var out []bucket
+	err := st.Select(ctx, sql, p, func(row []byte) error {
+		var r struct{ T, N int64 }
+		if err := json.Unmarshal(row, &r); err != nil {
+			return fmt.Errorf("decoding an event count: %w", err)
+		}
+		out = append(out, bucket{start: at(r.T).UTC(), width: width, n: r.N})
+		return nil
+	})
+	return out, err
 }
 
 // later returns the later of a (zero: open) and b.

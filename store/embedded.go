@@ -149,14 +149,7 @@ func (e *Embedded) Select(ctx context.Context, sql string, params Params, fn fun
 	if err == nil && len(carry) > 0 {
 		err = emit(carry)
 	}
-	switch {
-	case err == nil:
-		return nil
-	case fnErr != nil && errors.Is(err, fnErr):
-		return err // the caller's own error, as it was
-	default: // wraps ctx.Err() when ctx ended the query
-		return fmt.Errorf("running %s on the embedded engine: %w", stmtHead(sql), err)
-	}
+	return streamErr(sql, err, fnErr)
 }
 
 // SelectRows implements Store. The engine writes its result as
@@ -175,12 +168,19 @@ func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn
 	if err == nil {
 		err = d.end()
 	}
+	return streamErr(sql, err, fnErr)
+}
+
+// streamErr is what a streaming read returns for the engine's err: nil,
+// the caller's own error fnErr as it was when fn failed, or err wrapped
+// with the statement (it wraps ctx.Err() when ctx ended the query).
+func streamErr(sql string, err, fnErr error) error {
 	switch {
 	case err == nil:
 		return nil
 	case fnErr != nil && errors.Is(err, fnErr):
-		return err // the caller's own error, as it was
-	default: // wraps ctx.Err() when ctx ended the query
+		return err
+	default:
 		return fmt.Errorf("running %s on the embedded engine: %w", stmtHead(sql), err)
 	}
 }

@@ -105,6 +105,16 @@ func embSelectAll(t testing.TB, s Store, ctx context.Context, sql string, params
 	return got
 }
 
+// openTestTable is openTestEmbedded with audit_events created.
+func openTestTable(t testing.TB) *Embedded {
+	t.Helper()
+	e := openTestEmbedded(t)
+	if err := e.Exec(context.Background(), embRenderMigration(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // openTestEmbedded opens the engine on a fresh directory, closed when the
 // test ends.
 func openTestEmbedded(t testing.TB) *Embedded {
@@ -148,10 +158,7 @@ func TestEmbeddedRoundTrip(t *testing.T) {
 // every column, each with the type its encoding is for.
 func TestEmbeddedColumnsMatchMigration(t *testing.T) {
 	ctx := context.Background()
-	e := openTestEmbedded(t)
-	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
-		t.Fatal(err)
-	}
+	e := openTestTable(t)
 	var got []string
 	err := e.Select(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position", nil,
 		func(row []byte) error {

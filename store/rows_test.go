@@ -102,10 +102,7 @@ func allColumnsSQL() string {
 // another order fills only those fields.
 func TestEmbeddedSelectRowsRoundTrip(t *testing.T) {
 	ctx := context.Background()
-	e := openTestEmbedded(t)
-	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
-		t.Fatal(err)
-	}
+	e := openTestTable(t)
 	want := rowsTestRows()
 	if err := e.Insert(ctx, want); err != nil {
 		t.Fatal(err)
@@ -158,10 +155,7 @@ func sortRowsByID(rows []Row) {
 // the header split across chunks reads the same.
 func TestEmbeddedSelectRowsStraddling(t *testing.T) {
 	ctx := context.Background()
-	e := openTestEmbedded(t)
-	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
-		t.Fatal(err)
-	}
+	e := openTestTable(t)
 	want := rowsTestRows()
 	if err := e.Insert(ctx, want); err != nil {
 		t.Fatal(err)
@@ -221,10 +215,7 @@ func TestEmbeddedSelectRowsStraddling(t *testing.T) {
 // was.
 func TestEmbeddedSelectRowsErrors(t *testing.T) {
 	ctx := context.Background()
-	e := openTestEmbedded(t)
-	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
-		t.Fatal(err)
-	}
+	e := openTestTable(t)
 	if err := e.Insert(ctx, rowsTestRows()); err != nil {
 		t.Fatal(err)
 	}
@@ -344,10 +335,7 @@ func TestServerSelectRows(t *testing.T) {
 // the queries' blocks.
 func TestEmbeddedSelectFormatRows(t *testing.T) {
 	ctx := context.Background()
-	e := openTestEmbedded(t)
-	if err := e.Exec(ctx, embRenderMigration(t), nil); err != nil {
-		t.Fatal(err)
-	}
+	e := openTestTable(t)
 	base := rowsTestRows()
 	var rows []Row
 	for i := range 400 { // ~3 MB: several RowBinary writes
