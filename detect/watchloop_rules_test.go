@@ -119,6 +119,13 @@ func TestWatchLoopRules(t *testing.T) {
 	}{
 		{name: "the loop", build: func(l *loopLog) { plain(l); l.advance(30 * time.Second) }, want: 1},
 		{name: "nothing shows the cluster past the static resourceVersion", build: plain},
+		{name: "three restarts RetrySpacing apart are just enough", want: 1, build: func(l *loopLog) {
+			l.advance(30 * time.Second)
+			for _, at := range []time.Duration{0, 5 * time.Second, 10 * time.Second} {
+				l.watch(at, kcmUser, kcmUA, "10.0.0.10", "1200", 200)
+				l.churn(at, epcUA, "api")
+			}
+		}},
 		{name: "the proof of the advance may come before the loop", build: func(l *loopLog) { l.advance(-30 * time.Second); plain(l) }, want: 1},
 		{name: "failed watches are no restarts", build: func(l *loopLog) {
 			l.advance(30 * time.Second)
