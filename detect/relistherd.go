@@ -167,7 +167,7 @@ FROM (
            any(toString(user_agent)) AS g_user_agent, any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb,
            any(namespace) AS g_namespace, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv
     FROM (
-        SELECT *, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start, ` + relistSQL + ` AS r_relist
+        SELECT *, request_uri, received_at, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start, ` + relistSQL + ` AS r_relist
         FROM audit_events
         WHERE %WINDOW% AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}
           AND verb IN ('watch', 'list')

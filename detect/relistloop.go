@@ -207,7 +207,7 @@ FROM (
                max(received_at > toDateTime64(0, 6, 'UTC')) OR countIf(stage != 'ResponseComplete') > 0 AS g_start_known,
                argMin(stage, ts) AS g_stage, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv
         FROM (
-            SELECT *, ` + relistIdentSQL + ` AS r_ident, ` + relistSeqSQL + ` AS r_seq,
+            SELECT *, request_uri, received_at, ` + relistIdentSQL + ` AS r_ident, ` + relistSeqSQL + ` AS r_seq,
                    ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
                    (verb = 'list' OR req_rv_match = 'NotOlderThan') AS r_relist
             FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE

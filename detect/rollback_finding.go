@@ -83,7 +83,7 @@ type futureRow struct {
 // the drop ({drop}) — one that existed only after the snapshot, gone with
 // the restore and created again.
 const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
-    SELECT *, multiIf(verb IN ('update', 'patch') AND code = 409, 'conflict',
+    SELECT *, request_uri, received_at, multiIf(verb IN ('update', 'patch') AND code = 409, 'conflict',
                       verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'), 'relist',
                       'churn') AS kind
     FROM audit_events

@@ -118,7 +118,7 @@ FROM (
            min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
            argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, any(req_rv_match) AS w_rv_match
     FROM (
-        SELECT *, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
+        SELECT *, request_uri, received_at, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
                ` + refl.IdentSQL + ` AS r_ident
         FROM audit_events
         WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}

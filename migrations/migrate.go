@@ -2,8 +2,9 @@
 // files and the migrator that applies them.
 //
 // Files are named NNNN_name.sql and applied in order. Every statement is
-// idempotent (IF NOT EXISTS), so a migrator interrupted half-way can simply
-// run again. Applied versions are recorded in schema_migrations. The files
+// idempotent (IF NOT EXISTS; an ALTER whose one clause is RENAME COLUMN IF
+// EXISTS a TO b is skipped when the table has a column b), so a migrator
+// interrupted half-way can simply run again. Applied versions are recorded in schema_migrations. The files
 // are text/template documents so the same schema serves a single node and a
 // cluster: on a cluster, tables become Replicated*MergeTree "_local" tables
 // created ON CLUSTER, each fronted by a Distributed table of the plain name.
@@ -168,6 +169,13 @@ ENGINE = {{.Engine "ReplacingMergeTree"}} ORDER BY version`)
 				return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 			}
 			for _, s := range stmts {
+				done, err := t.renamed(ctx, ex, s)
+				if err != nil {
+					return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
+				}
+				if done {
+					continue
+				}
 				if err := ex.Exec(ctx, s, nil); err != nil {
 					return res, fmt.Errorf("migration %04d_%s: %w", m.Version, m.Name, err)
 				}
@@ -187,6 +195,38 @@ ENGINE = {{.Engine "ReplacingMergeTree"}} ORDER BY version`)
 		res.Applied = append(res.Applied, m)
 	}
 	return res, nil
+}
+
+// renameColumn finds an ALTER that renames a column (its only clause).
+var renameColumn = regexp.MustCompile(`(?m)^ALTER TABLE \S*?(\w+)\s[^;]*?\bRENAME COLUMN IF EXISTS (\w+) TO (\w+)\s*;?\s*$`)
+
+// renamed reports whether stmt renames a column to a name the table
+// already has, which makes a rename idempotent: IF EXISTS alone is not
+// once the migration has put another column (an ALIAS) under the old
+// name, which a second run would rename in turn.
+func (t *templater) renamed(ctx context.Context, ex Execer, stmt string) (bool, error) {
+	m := renameColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		return false, nil
+	}
+	db, params := "currentDatabase()", store.Params{"t": m[1], "c": m[3]}
+	if t.cfg.Database != "" {
+		db, params["db"] = "{db:String}", t.cfg.Database
+	}
+	n := 0
+	err := ex.Select(ctx, "SELECT count() AS n FROM system.columns WHERE database = "+db+" AND table = {t:String} AND name = {c:String}", params,
+		func(row []byte) error {
+			var r struct{ N int }
+			if err := json.Unmarshal(row, &r); err != nil {
+				return err
+			}
+			n = r.N
+			return nil
+		})
+	if err != nil {
+		return false, fmt.Errorf("looking for column %s of %s: %w", m[3], m[1], err)
+	}
+	return n > 0, nil
 }
 
 // Render returns the statements of every migration as they would run with

@@ -229,7 +229,7 @@ func stmtHead(sql string) string {
 }
 
 var embeddedInsertSQL = func() string {
-	return "INSERT INTO audit_events (" + strings.Join(RowColumns(), ", ") + ")"
+	return "INSERT INTO audit_events (" + strings.Join(storedColumnNames(), ", ") + ")"
 }()
 
 // maxPooledBatch keeps an outsized batch buffer from being held forever.

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,7 +148,7 @@ func TestEmbeddedRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := embSelectAll(t, e, ctx, "SELECT * FROM audit_events FINAL WHERE cluster = {c:String} ORDER BY ts", Params{"c": "prod-eu"})
+	got := embSelectAll(t, e, ctx, "SELECT "+strings.Join(RowColumns(), ", ")+" FROM audit_events FINAL WHERE cluster = {c:String} ORDER BY ts", Params{"c": "prod-eu"})
 	embCompareGolden(t, "embedded_roundtrip.golden", []byte(strings.Join(got, "\n")+"\n"))
 	if n := embSelectAll(t, e, ctx, "SELECT count() AS n FROM audit_events", nil); n[0] != `{"n":6}` {
 		t.Errorf("without FINAL: %s, want 6 rows before merging", n[0])
@@ -159,25 +160,30 @@ func TestEmbeddedRoundTrip(t *testing.T) {
 func TestEmbeddedColumnsMatchMigration(t *testing.T) {
 	ctx := context.Background()
 	e := openTestTable(t)
-	var got []string
-	err := e.Select(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position", nil,
+	var cols []tableColumn
+	err := e.Select(ctx, "SELECT name, type, default_kind FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position", nil,
 		func(row []byte) error {
-			var c struct{ Name, Type string }
+			var c struct {
+				Name, Type  string
+				DefaultKind string `json:"default_kind"`
+			}
 			if err := json.Unmarshal(row, &c); err != nil {
 				return err
 			}
-			got = append(got, c.Name+" "+c.Type)
+			cols = append(cols, tableColumn{name: c.Name, typ: c.Type, alias: c.DefaultKind == "ALIAS"})
 			return nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []string
-	for _, c := range rowColumns {
-		want = append(want, c.name+" "+c.typ)
+	stored, all := storedAndAll(cols)
+	if want := storedWant(); !reflect.DeepEqual(stored, want) {
+		t.Errorf("audit_events stored columns (migration) vs storedColumns (derived.go):\n got:  %q\n want: %q", stored, want)
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("audit_events columns (migration) vs rowColumns (rows.go):\n got:  %q\n want: %q", got, want)
+	for _, c := range rowColumns {
+		if !slices.Contains(all, c.name+" "+c.typ) {
+			t.Errorf("rowColumns' %s %s is not a column of audit_events: %q", c.name, c.typ, all)
+		}
 	}
 }
 
@@ -191,8 +197,9 @@ func TestEmbeddedAppendRowBinary(t *testing.T) {
 	want = append(want, 1, 'c')                                                    // cluster
 	want = append(want, 0)                                                         // apiserver
 	want = binary.LittleEndian.AppendUint64(want, 0x0102030405)                    // ts
-	want = binary.LittleEndian.AppendUint64(want, 0)                               // received_at: zero → epoch
-	want = append(want, 0, 0, 0, 0, 0)                                             // audit_id … request_uri
+	want = binary.LittleEndian.AppendUint64(want, 0)                               // received_at_full
+	want = binary.LittleEndian.AppendUint64(want, 0x0102030405)                    // received_lag: zero → epoch
+	want = append(want, 0, 0, 0, 0, 0, 0)                                          // audit_id … request_uri_tmpl
 	want = append(want, 0)                                                         // user
 	want = append(want, 2, 2, 'g', '1', 2, 'g', '2')                               // user_groups
 	want = append(want, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)                           // impersonated_user … object_uid

@@ -82,10 +82,18 @@ func (testMigrationData) Engine(name string, _ ...string) string { return name }
 func (testMigrationData) TTL(string) string                      { return "" }
 func (testMigrationData) PartSettings() string                   { return "old_parts_lifetime = 0" }
 
-// tableColumn is a column of audit_events: name and type without codec.
-type tableColumn struct{ name, typ string }
+// tableColumn is a column of audit_events: name and type without codec
+// or default, and whether it is an ALIAS (computed, not stored).
+type tableColumn struct {
+	name, typ string
+	alias     bool
+}
 
-var addColumn = regexp.MustCompile(`ADD COLUMN (?:IF NOT EXISTS )?(\w+) (.+?)(?: CODEC\(.*\))?(?: (AFTER (\w+)|FIRST))?;?$`)
+var (
+	addColumn    = regexp.MustCompile(`ADD COLUMN (?:IF NOT EXISTS )?(\w+) (.+?)(?: CODEC\(.*\))?(?: (AFTER (\w+)|FIRST))?[,;]?$`)
+	renameColumn = regexp.MustCompile(`RENAME COLUMN (?:IF EXISTS )?(\w+) TO (\w+);?$`)
+	columnExpr   = regexp.MustCompile(` (ALIAS|DEFAULT) `)
+)
 
 // auditEventsColumns reads the columns of audit_events, in table order,
 // from the migration text: the column list of the CREATE TABLE, then each
@@ -103,8 +111,20 @@ func auditEventsColumns(t testing.TB) []tableColumn {
 			if strings.HasPrefix(line, "--") {
 				continue
 			}
+			if m := renameColumn.FindStringSubmatch(line); m != nil {
+				at := slices.IndexFunc(cols, func(c tableColumn) bool { return c.name == m[1] })
+				if at < 0 {
+					t.Fatalf("%s: RENAME COLUMN %s: no such column", names[i], m[1])
+				}
+				cols[at].name = m[2]
+				continue
+			}
 			if m := addColumn.FindStringSubmatch(line); m != nil {
-				c := tableColumn{m[1], m[2]}
+				c := tableColumn{name: m[1], typ: m[2]}
+				if e := columnExpr.FindStringSubmatchIndex(c.typ); e != nil {
+					c.alias = c.typ[e[2]:e[3]] == "ALIAS"
+					c.typ = c.typ[:e[0]]
+				}
 				switch {
 				case m[3] == "FIRST":
 					cols = slices.Insert(cols, 0, c)
@@ -137,7 +157,7 @@ func auditEventsColumns(t testing.TB) []tableColumn {
 			if i := strings.Index(typ, " CODEC("); i >= 0 {
 				typ = typ[:i]
 			}
-			cols = append(cols, tableColumn{name, typ})
+			cols = append(cols, tableColumn{name: name, typ: typ})
 		}
 	}
 	if !created {
@@ -158,15 +178,34 @@ func TestAuditEventsColumnsParse(t *testing.T) {
 	if len(names) < 2 || names[0] != "cluster" || names[1] != "apiserver" || names[len(names)-1] != "residual" {
 		t.Errorf("columns %q: want cluster, apiserver first and residual last", names)
 	}
-	var want []string
+	stored, all := storedAndAll(cols)
+	if want := storedWant(); !slices.Equal(stored, want) {
+		t.Errorf("audit_events stored columns (migrations) vs storedColumns (derived.go):\n got:  %q\n want: %q", stored, want)
+	}
 	for _, c := range rowColumns {
+		if !slices.Contains(all, c.name+" "+c.typ) {
+			t.Errorf("rowColumns' %s %s is not a column of audit_events (migrations): %q", c.name, c.typ, all)
+		}
+	}
+}
+
+// storedAndAll returns the stored columns of cols and all of them, each as
+// "name type".
+func storedAndAll(cols []tableColumn) (stored, all []string) {
+	for _, c := range cols {
+		if !c.alias {
+			stored = append(stored, c.name+" "+c.typ)
+		}
+		all = append(all, c.name+" "+c.typ)
+	}
+	return stored, all
+}
+
+// storedWant returns storedColumns as "name type".
+func storedWant() []string {
+	var want []string
+	for _, c := range storedColumns {
 		want = append(want, c.name+" "+c.typ)
 	}
-	var got []string
-	for _, c := range cols {
-		got = append(got, c.name+" "+c.typ)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("audit_events columns (migrations) vs rowColumns (rows.go):\n got:  %q\n want: %q", got, want)
-	}
+	return want
 }

@@ -2,8 +2,9 @@ package store
 
 // The columns of audit_events that a Row holds, said once: their names and
 // ClickHouse types (checked against the migrations by tests) and the Row
-// field of each. The embedded engine's insert encodes rows from this list
-// and both engines' SelectRows decode into rows by it.
+// field of each. Both engines' SelectRows decode into rows by this list;
+// the inserts write it with received_at and request_uri in their stored
+// forms (storedColumns, derived.go).
 
 import (
 	"bytes"
@@ -25,8 +26,10 @@ type rowColumn struct {
 	field func(r *Row) any
 }
 
-// rowColumns are the columns of audit_events, in the table's order, which
-// is also the order the embedded Insert encodes them in.
+// rowColumns are the columns of audit_events that a Row holds, in the
+// table's order; received_at and request_uri are ALIAS columns over their
+// stored forms (derived.go), which is how the embedded Insert encodes
+// them.
 var rowColumns = [...]rowColumn{
 	{"cluster", "LowCardinality(String)", func(r *Row) any { return &r.Cluster }},
 	{"apiserver", "LowCardinality(String)", func(r *Row) any { return &r.APIServer }},
@@ -67,6 +70,8 @@ var rowColumns = [...]rowColumn{
 
 // RowColumns returns the names of the columns of audit_events that a Row
 // holds, in the table's order: what a SELECT for SelectRows may name.
+// received_at and request_uri are ALIAS columns, which SELECT * does not
+// list.
 func RowColumns() []string {
 	names := make([]string, len(rowColumns))
 	for i, c := range rowColumns {
@@ -102,14 +107,23 @@ func resultColumn(name, typ string) (int, error) {
 }
 
 // appendRowBinary appends r in ClickHouse's RowBinary format, columns in
-// rowColumns order: String as uvarint length and bytes
+// storedColumns order: String as uvarint length and bytes
 // (LowCardinality(String) too), DateTime64(6) as int64 microseconds, Int32
 // and Int64 little-endian, Bool as one byte, Array as uvarint count and
 // elements, Map as uvarint count and key/value pairs (sorted by key, so a
 // row always encodes the same).
 func appendRowBinary(b []byte, r *Row) []byte {
 	for i := range rowColumns {
-		b = appendColumn(b, r, i)
+		switch i {
+		case colReceivedAt:
+			full, lag := splitReceivedAt(r)
+			b = binary.LittleEndian.AppendUint64(b, uint64(full))
+			b = binary.LittleEndian.AppendUint64(b, uint64(lag))
+		case colRequestURI:
+			b = appendRequestURI(b, r)
+		default:
+			b = appendColumn(b, r, i)
+		}
 	}
 	return b
 }
@@ -166,7 +180,10 @@ func rowBinarySize(r *Row) int {
 			n += 8
 		}
 	}
-	return n
+	// The stored forms of received_at and request_uri (storedColumns):
+	// a second int64, and a template up to 4 bytes longer than the URI
+	// (a placeholder is two bytes) beside an empty string.
+	return n + 8 + 10 + 4
 }
 
 func rbString(b []byte, s string) []byte {
@@ -176,11 +193,16 @@ func rbString(b []byte, s string) []byte {
 
 // rbTime encodes a DateTime64(6); the zero time becomes the epoch.
 func rbTime(b []byte, t time.Time) []byte {
-	var us int64
-	if !t.IsZero() {
-		us = t.UnixMicro()
+	return binary.LittleEndian.AppendUint64(b, uint64(micros(t)))
+}
+
+// micros is t as a DateTime64(6): microseconds since the epoch, 0 for the
+// zero time.
+func micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
 	}
-	return binary.LittleEndian.AppendUint64(b, uint64(us))
+	return t.UnixMicro()
 }
 
 func rbBool(b []byte, v bool) []byte {

@@ -424,10 +424,11 @@ func dedupToken(rows []Row) string {
 }
 
 // insertColumns are the audit_events columns Insert writes, in the order
-// of insertBatch.values.
+// of insertBatch.values: received_at and request_uri in their stored forms
+// (derived.go).
 var insertColumns = [...]string{
-	"cluster", "apiserver", "ts", "received_at", "audit_id", "stage", "level", "verb", "request_uri",
-	"user", "user_groups", "impersonated_user", "user_agent", "source_ip",
+	"cluster", "apiserver", "ts", "received_at_full", "received_lag", "audit_id", "stage", "level", "verb",
+	"request_uri_full", "request_uri_tmpl", "user", "user_groups", "impersonated_user", "user_agent", "source_ip",
 	"resource", "subresource", "api_group", "api_version", "namespace", "name",
 	"object_rv", "object_uid", "code", "response_rv", "watch",
 	"req_rv", "req_rv_match", "timeout_seconds", "label_selector", "field_selector",
@@ -439,19 +440,21 @@ var insertSQL = "INSERT INTO audit_events (" + strings.Join(insertColumns[:], ",
 // insertBatch holds rows as columns, one slice per column, for the
 // columnar appends of clickhouse-go.
 type insertBatch struct {
-	cluster, apiServer, auditID, stage, level, verb, requestURI    []string
-	user                                                           []string
-	impersonatedUser, userAgent, sourceIP, resource, subresource   []string
-	apiGroup, apiVersion, namespace, name, objectRV, objectUID     []string
-	responseRV, requestedRV, rvMatch, labelSelector, fieldSelector []string
-	continue_                                                      []string
-	ts, receivedAt                                                 []time.Time
-	groups                                                         [][]string
-	code, timeoutSeconds                                           []int32
-	watch                                                          []bool
-	limit                                                          []int64
-	annotations                                                    []map[string]string
-	raw, residual                                                  [][]byte
+	cluster, apiServer, auditID, stage, level, verb, requestURIFull []string
+	requestURITmpl                                                  []string
+	user                                                            []string
+	impersonatedUser, userAgent, sourceIP, resource, subresource    []string
+	apiGroup, apiVersion, namespace, name, objectRV, objectUID      []string
+	responseRV, requestedRV, rvMatch, labelSelector, fieldSelector  []string
+	continue_                                                       []string
+	ts, receivedAtFull                                              []time.Time
+	receivedLag                                                     []int64
+	groups                                                          [][]string
+	code, timeoutSeconds                                            []int32
+	watch                                                           []bool
+	limit                                                           []int64
+	annotations                                                     []map[string]string
+	raw, residual                                                   [][]byte
 }
 
 var insertPool = sync.Pool{New: func() any { return new(insertBatch) }}
@@ -466,7 +469,7 @@ func putInsertColumns(b *insertBatch) {
 // stringColumns returns the string columns, for reset.
 func (b *insertBatch) stringColumns() []*[]string {
 	return []*[]string{
-		&b.cluster, &b.apiServer, &b.auditID, &b.stage, &b.level, &b.verb, &b.requestURI, &b.user,
+		&b.cluster, &b.apiServer, &b.auditID, &b.stage, &b.level, &b.verb, &b.requestURIFull, &b.requestURITmpl, &b.user,
 		&b.impersonatedUser, &b.userAgent, &b.sourceIP, &b.resource, &b.subresource,
 		&b.apiGroup, &b.apiVersion, &b.namespace, &b.name, &b.objectRV, &b.objectUID,
 		&b.responseRV, &b.requestedRV, &b.rvMatch, &b.labelSelector, &b.fieldSelector,
@@ -485,7 +488,7 @@ func (b *insertBatch) reset() {
 	clear(b.annotations)
 	clear(b.raw)
 	clear(b.residual)
-	b.ts, b.receivedAt = b.ts[:0], b.receivedAt[:0]
+	b.ts, b.receivedAtFull, b.receivedLag = b.ts[:0], b.receivedAtFull[:0], b.receivedLag[:0]
 	b.groups, b.code, b.timeoutSeconds = b.groups[:0], b.code[:0], b.timeoutSeconds[:0]
 	b.watch, b.limit, b.annotations, b.raw = b.watch[:0], b.limit[:0], b.annotations[:0], b.raw[:0]
 	b.residual = b.residual[:0]
@@ -498,12 +501,16 @@ func (b *insertBatch) appendRows(rows []Row) {
 		b.cluster = append(b.cluster, r.Cluster)
 		b.apiServer = append(b.apiServer, r.APIServer)
 		b.ts = append(b.ts, r.Time)
-		b.receivedAt = append(b.receivedAt, r.ReceivedAt)
+		full, lag := splitReceivedAt(r)
+		b.receivedAtFull = append(b.receivedAtFull, time.UnixMicro(full).UTC())
+		b.receivedLag = append(b.receivedLag, lag)
 		b.auditID = append(b.auditID, r.AuditID)
 		b.stage = append(b.stage, r.Stage)
 		b.level = append(b.level, r.Level)
 		b.verb = append(b.verb, r.Verb)
-		b.requestURI = append(b.requestURI, r.RequestURI)
+		uri, tmpl := splitRequestURI(r)
+		b.requestURIFull = append(b.requestURIFull, uri)
+		b.requestURITmpl = append(b.requestURITmpl, tmpl)
 		b.user = append(b.user, r.User)
 		b.groups = append(b.groups, r.Groups)
 		b.impersonatedUser = append(b.impersonatedUser, r.ImpersonatedUser)
@@ -536,8 +543,8 @@ func (b *insertBatch) appendRows(rows []Row) {
 // values returns the columns in insertColumns order.
 func (b *insertBatch) values() []any {
 	return []any{
-		b.cluster, b.apiServer, b.ts, b.receivedAt, b.auditID, b.stage, b.level, b.verb, b.requestURI,
-		b.user, b.groups, b.impersonatedUser, b.userAgent, b.sourceIP,
+		b.cluster, b.apiServer, b.ts, b.receivedAtFull, b.receivedLag, b.auditID, b.stage, b.level, b.verb,
+		b.requestURIFull, b.requestURITmpl, b.user, b.groups, b.impersonatedUser, b.userAgent, b.sourceIP,
 		b.resource, b.subresource, b.apiGroup, b.apiVersion, b.namespace, b.name,
 		b.objectRV, b.objectUID, b.code, b.responseRV, b.watch,
 		b.requestedRV, b.rvMatch, b.timeoutSeconds, b.labelSelector, b.fieldSelector,

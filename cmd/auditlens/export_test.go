@@ -234,14 +234,16 @@ func TestExportParquet(t *testing.T) {
 
 	// The file has audit_events's columns in the table's order (the
 	// migrations say the schema once) but raw, the whole event, last, in
-	// row groups of at most 65536.
+	// row groups of at most 65536; received_at and request_uri as their
+	// ALIAS columns give them, not in their stored forms (migration 0009).
 	t.Run("columns", func(t *testing.T) {
 		p := map[string]string{"f": filepath.Join(dir, "all.parquet")}
 		var got, want []string
 		for _, r := range engineRows(t, db, "DESCRIBE file({f:String}, Parquet)", p) {
 			got = append(got, r["name"].(string))
 		}
-		for _, r := range engineRows(t, db, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position", nil) {
+		for _, r := range engineRows(t, db, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events'"+
+			" AND name NOT IN ('received_at_full', 'received_lag', 'request_uri_full', 'request_uri_tmpl') ORDER BY position", nil) {
 			if r["name"] != "raw" {
 				want = append(want, r["name"].(string))
 			}
