@@ -178,13 +178,21 @@ func TestAuditEventsColumnsParse(t *testing.T) {
 	if len(names) < 2 || names[0] != "cluster" || names[1] != "apiserver" || names[len(names)-1] != "residual" {
 		t.Errorf("columns %q: want cluster, apiserver first and residual last", names)
 	}
+	checkColumns(t, "the migrations", cols)
+}
+
+// checkColumns holds audit_events' columns as source (the engine, the
+// migrations) has them to what the inserters write (storedColumns) and
+// what the readers select (rowColumns).
+func checkColumns(t *testing.T, source string, cols []tableColumn) {
+	t.Helper()
 	stored, all := storedAndAll(cols)
 	if want := storedWant(); !slices.Equal(stored, want) {
-		t.Errorf("audit_events stored columns (migrations) vs storedColumns (derived.go):\n got:  %q\n want: %q", stored, want)
+		t.Errorf("audit_events stored columns (%s) vs storedColumns (derived.go):\n got:  %q\n want: %q", source, stored, want)
 	}
 	for _, c := range rowColumns {
 		if !slices.Contains(all, c.name+" "+c.typ) {
-			t.Errorf("rowColumns' %s %s is not a column of audit_events (migrations): %q", c.name, c.typ, all)
+			t.Errorf("rowColumns' %s %s is not a column of audit_events (%s): %q", c.name, c.typ, source, all)
 		}
 	}
 }
