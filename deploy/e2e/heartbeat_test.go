@@ -60,13 +60,21 @@ const (
 //     wave evicts at the healthy rate. This is the setting the seed's
 //     remediation discusses; the real incident's cluster was large and
 //     evicted at the secondary rate.
-//   - --node-eviction-rate=1: one Node's Pods per second (default 0.1/s),
-//     so eight Nodes are tainted within seconds rather than 80 s.
+//   - --node-eviction-rate=2: two Nodes tainted NoExecute per second
+//     (default 0.1/s), so eight Nodes are tainted within seconds rather
+//     than 80 s. Not 1: when the controller starts before any kubelet is
+//     Ready it enters "master disruption mode" and parks the zone's tainter
+//     on a never-accepting rate limiter whose QPS() reports 1; leaving the
+//     mode swaps the limiter only if the wanted rate differs from that 1,
+//     so at exactly 1/s no Node is ever tainted NoExecute and no Pod is
+//     evicted (kube-controller-manager v1.37.2, RateLimitedTimedQueue.
+//     SwapLimiter; a CI run failed on it when the kubelets registered
+//     after the controller's first pass).
 var hbControllerFlags = []string{
 	"--node-monitor-period=2s",
 	"--node-monitor-grace-period=" + hbGrace.String(),
 	"--unhealthy-zone-threshold=1",
-	"--node-eviction-rate=1",
+	"--node-eviction-rate=2",
 }
 
 // heartbeatTruth is what a heartbeat scenario did, written beside its
