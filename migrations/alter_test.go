@@ -123,7 +123,7 @@ func TestResidualColumnOnEngine(t *testing.T) {
 		}
 		return got
 	}
-	want := map[string]string{"raw": "CODEC(ZSTD(3))", "residual": "CODEC(ZSTD(1))", "user_groups": "CODEC(ZSTD(3))", "code": "CODEC(ZSTD(1))", "annotations": "CODEC(ZSTD(3))"}
+	want := map[string]string{"raw": "CODEC(ZSTD(3))", "residual": "CODEC(ZSTD(3))", "user_groups": "CODEC(ZSTD(3))", "code": "CODEC(ZSTD(1))", "annotations": "CODEC(ZSTD(6))"}
 	for range 2 {
 		if _, err := Apply(ctx, st, Config{}); err != nil {
 			t.Fatal(err)
