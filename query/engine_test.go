@@ -10,6 +10,9 @@ package query
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,5 +181,54 @@ func TestEventsAllOnEmbeddedEngine(t *testing.T) {
 	lines := strings.Split(strings.TrimSuffix(all.String(), "\n"), "\n")
 	if len(lines) != n || lines[0] != `{"auditID":"all-0"}` || lines[n-1] != `{"auditID":"all-`+strconv.Itoa(n-1)+`"}` {
 		t.Errorf("with All: %d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
+	}
+}
+
+// TestEventsManyCopies: a page whose window holds more stored copies of
+// one event than dupSlack is still full, in order, and says more match;
+// the copies come back once. Merges are stopped so the copies stay.
+func TestEventsManyCopies(t *testing.T) {
+	ctx := t.Context()
+	st := storetest.Open(t)
+	if err := st.Exec(ctx, "SYSTEM STOP MERGES audit_events", nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Exec(context.Background(), "SYSTEM START MERGES audit_events", nil) })
+	t0 := time.Date(2024, 6, 2, 12, 0, 0, 0, time.UTC)
+	// Event 10 is in the oldest page of 20, event 39 in the newest.
+	const n, copies, limit = 50, dupSlack + 5, 20
+	rows := make([]store.Row, n)
+	for i := range rows {
+		id := fmt.Sprintf("copy-%02d", i)
+		rows[i] = store.Row{Cluster: "copies", AuditID: id, Stage: "ResponseComplete", Verb: "get", Time: t0.Add(time.Duration(i) * time.Second),
+			Resource: "pods", Code: 200, Raw: []byte(`{"auditID":"` + id + `"}`)}
+	}
+	if err := st.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	// One insert a copy of each: the engine collapses copies inside one
+	// insert.
+	for range copies {
+		if err := st.Insert(ctx, []store.Row{rows[10], rows[39]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, order := range []Order{Asc, Desc} {
+		f := Filter{Cluster: []string{"copies"}, Since: t0, Until: t0.Add(time.Hour), Limit: limit, Order: order}
+		var buf bytes.Buffer
+		stats, err := Events(ctx, st, f, nil, Limits{}, &buf)
+		if err != nil || stats.Matched != limit || !stats.Truncated {
+			t.Fatalf("%s: %+v, %v; want %d events and truncated", order, stats, err, limit)
+		}
+		var want []string
+		for i := range limit {
+			if order == Desc {
+				i = n - 1 - i
+			}
+			want = append(want, fmt.Sprintf(`{"auditID":"copy-%02d"}`, i))
+		}
+		if got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n"); !slices.Equal(got, want) {
+			t.Errorf("%s: lines\n%v\nwant\n%v", order, got, want)
+		}
 	}
 }

@@ -151,8 +151,32 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		return stats, limitErr(ctx, runCtx, err)
 	}
 	for _, rf := range reads {
+		from, rows := stats.Matched, 0
 		sql, params := rf.SQL(eventColumns)
-		if err = st.SelectRows(runCtx, sql, params, fn); err != nil {
+		err = st.SelectRows(runCtx, sql, params, func(r *store.Row) error {
+			rows++
+			return fn(r)
+		})
+		if err != nil {
+			break
+		}
+		if f.All || rows < rf.limit()+dupSlack {
+			continue
+		}
+		// The window's LIMIT ran out before the page was full: more than
+		// dupSlack of its rows were copies. Read it again with FINAL,
+		// where each event is one row in the same order, and go on after
+		// the events already written.
+		skip := stats.Matched - from
+		sql, params = rf.sql(eventColumns, "audit_events FINAL")
+		err = st.SelectRows(runCtx, sql, params, func(r *store.Row) error {
+			if skip > 0 {
+				skip--
+				return nil
+			}
+			return fn(r)
+		})
+		if err != nil {
 			break
 		}
 	}

@@ -65,7 +65,9 @@ func (f Filter) sql(columns, from string) (string, store.Params) {
 // reading only the newest rows): a row stored twice (a webhook batch
 // retried across two inserts, rare since the writer looks each batch up
 // first) comes back twice, next to itself in the listing's order, and
-// Events drops the copy. The slack keeps the listing full when it does.
+// Events drops the copy. The slack keeps the listing full when it does;
+// when a window holds more copies than that, Events reads it again with
+// FINAL.
 const dupSlack = 64
 
 // where renders f's conditions as a WHERE clause ("" when f selects
