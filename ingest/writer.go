@@ -34,8 +34,13 @@ type WriterConfig struct {
 	// (default 2). A part that failed is retried with the others: the
 	// retry's lookup drops what the failed attempt did store.
 	Parallel int
-	Logger   *slog.Logger
-	Metrics  *Metrics
+	// ColumnsOnly stores the typed columns alone, no residual: the events
+	// cannot be read back, but everything the detectors read is there.
+	// scan's throwaway store is written so (the residuals are most of an
+	// import's work in the engine and much of it here).
+	ColumnsOnly bool
+	Logger      *slog.Logger
+	Metrics     *Metrics
 }
 
 func (c *WriterConfig) setDefaults() {
@@ -130,19 +135,31 @@ func (w *Writer) insert(ctx context.Context, rows []store.Row) error {
 		if len(rows) == 0 {
 			return nil
 		}
-		return w.st.Insert(ctx, storedForm(rows))
+		return w.st.Insert(ctx, w.stored(rows))
 	}
 	errs := make(chan error, parts)
 	size := (len(rows) + parts - 1) / parts
 	for i := 0; i < len(rows); i += size {
 		part := rows[i:min(i+size, len(rows))]
-		go func() { errs <- w.st.Insert(ctx, storedForm(part)) }()
+		go func() { errs <- w.st.Insert(ctx, w.stored(part)) }()
 	}
 	var err error
 	for i := 0; i < len(rows); i += size {
 		err = errors.Join(err, <-errs)
 	}
 	return err
+}
+
+// stored turns rows into what is stored (storedForm, or with ColumnsOnly
+// the rows without their events) and returns them.
+func (w *Writer) stored(rows []store.Row) []store.Row {
+	if !w.cfg.ColumnsOnly {
+		return storedForm(rows)
+	}
+	for i := range rows {
+		rows[i].Raw = nil
+	}
+	return rows
 }
 
 // storedForm turns rows into what is stored and returns them: each event

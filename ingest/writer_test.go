@@ -70,3 +70,31 @@ func TestWriterStoresResiduals(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterColumnsOnly: with ColumnsOnly the store gets each row's typed
+// columns and neither the event nor its residual, and the caller's rows
+// keep their raw bytes.
+func TestWriterColumnsOnly(t *testing.T) {
+	b, err := DecodeBody("c", auditgen.New(9, time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)).EventListBody(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := b.Rows
+	st := &captureStore{}
+	if _, err := NewWriter(st, WriterConfig{Parallel: 1, ColumnsOnly: true}).Write(t.Context(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.inserted) != len(rows) {
+		t.Fatalf("%d rows inserted, want %d", len(st.inserted), len(rows))
+	}
+	for i, r := range st.inserted {
+		want := rows[i]
+		want.Raw = nil
+		if r.Raw != nil || r.Residual != nil || r.Key() != rows[i].Key() || r.RequestURI != want.RequestURI || r.User != want.User {
+			t.Fatalf("row %d stored as %+v, want the columns of %+v without raw or residual", i, r, want)
+		}
+		if len(rows[i].Raw) == 0 {
+			t.Fatalf("the caller's row %d lost its raw bytes", i)
+		}
+	}
+}

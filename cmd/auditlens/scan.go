@@ -65,7 +65,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the schema: %w", err)
 	}
 
-	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{Logger: log}), files, ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
+	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{ColumnsOnly: true, Logger: log}), files, ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
 	// The summary goes to stderr: stdout holds only the findings.
 	printImportSummary(stderr, stats)
 	if err != nil {
