@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench bench-import bench-webhook bench-scan bench-store bench-detect bench-explorer fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench bench-import bench-cost bench-webhook bench-scan bench-store bench-detect bench-explorer fuzz clean
 
 all: build
 
@@ -85,6 +85,14 @@ BENCH_DIR    ?= /tmp/auditlens-bench
 BENCH_ROUNDS ?= 3
 bench-import: chdb build
 	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-import.sh $(BENCH_ROUNDS) $(BENCH_EVENTS)
+
+## bench-cost: what storing one event costs in CPU, split into decoding,
+## the writer, the engine's insert and what the schema asks of the engine
+## (residual, rollup, merges), on the generated 1M-event log
+bench-cost: chdb
+	cat /proc/loadavg
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench IngestCost -benchtime 1x -count $(BENCH_ROUNDS) -timeout 60m ./ingest/
+	cat /proc/loadavg
 
 ## bench-webhook: webhook events/s end to end (4 clients posting 400-event
 ## batches to serve) beside the decode-only rate of the same bodies
