@@ -73,6 +73,7 @@ func BenchmarkIngestCost(b *testing.B) {
 	}
 
 	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
 		var rows []store.Row
 		start := cpuTime()
 		for b.Loop() {
@@ -103,6 +104,7 @@ func BenchmarkIngestCost(b *testing.B) {
 	// merges as asked, through store(part) for each batch, and reports the
 	// cost. prepare sets each row's Raw and Residual first.
 	run := func(b *testing.B, rollup, merges bool, prepare func(i int), store func([]store.Row) error) {
+		b.ReportAllocs()
 		var cpu time.Duration
 		for b.Loop() {
 			b.StopTimer()
