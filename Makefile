@@ -67,7 +67,7 @@ check: chdb
 
 ## bench: the benchmarks quoted in the README
 bench: chdb
-	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./...
+	CHDB_LIB_PATH=$(CHDB_LIB) $(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 90m ./...
 
 ## fuzz: run each fuzz target briefly
 fuzz:
