@@ -56,7 +56,7 @@ STAMP="$CACHE_DIR/stamp"
 # is replaced by its tagged module so that k8s.io/kubernetes resolves.
 STAGING=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
 	cloud-provider cluster-bootstrap code-generator component-base component-helpers
-	controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
+	controller-manager cri-api cri-client cri-streaming csi-translation-lib dynamic-resource-allocation
 	endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
 	kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
 	sample-apiserver sample-cli-plugin sample-controller streaming)
@@ -104,12 +104,12 @@ print_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--print-dir) print_only=1 ;;
-	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | otelcol | alertmanager | oidcop) want+=("$arg") ;;
+	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | kubemark | otelcol | alertmanager | oidcop) want+=("$arg") ;;
 	-h | --help)
 		sed -n '2,30p' "$0" >&2
 		exit 0
 		;;
-	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, otelcol, alertmanager, oidcop or --print-dir)" ;;
+	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, kubemark, otelcol, alertmanager, oidcop or --print-dir)" ;;
 	esac
 done
 if [[ $print_only == 1 ]]; then
@@ -120,7 +120,7 @@ fi
 # with the real tools. otelcol: the OTLP test ships the audit log with it.
 # alertmanager: the alerts test pushes findings to it. oidcop: the browser
 # sign-in tests sign in with it.
-[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager etcd etcdctl etcdutl otelcol alertmanager oidcop)
+[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager kube-scheduler kubemark etcd etcdctl etcdutl otelcol alertmanager oidcop)
 
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache directory (make e2e-bins and a test may race).
@@ -171,6 +171,7 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubemark"
 )
 GO
 	log "resolving k8s.io/kubernetes $KUBERNETES_VERSION (go mod tidy)"
