@@ -89,8 +89,12 @@ type Subjects struct {
 	// PreviousResourceVersion is, for a regression, the highest
 	// resourceVersion the client had used before.
 	PreviousResourceVersion string `json:"previous_resource_version,omitempty"`
+	// StaleRVs are, for a watch loop, every stale resourceVersion the
+	// reflector resumed from, by first use; ResourceVersion is the first.
+	StaleRVs []StaleRV `json:"stale_rvs,omitempty"`
 	// WatchRestarts counts the watches the client started from
-	// ResourceVersion (quick retries counted once).
+	// ResourceVersion (quick retries counted once); for a watch loop, its
+	// restarts from any of StaleRVs.
 	WatchRestarts int `json:"watch_restarts,omitempty"`
 	// Iterations counts the loop's turns: the watch restarts that were
 	// followed by churn.
@@ -118,6 +122,49 @@ type Subjects struct {
 	// Stuck are, for rv-rollback, the clients left watching or listing
 	// from resourceVersions above the new head, by program.
 	Stuck []StuckClient `json:"stuck,omitempty"`
+}
+
+// StaleRV is one stale resourceVersion a looping reflector resumed
+// from: its first and latest restart from it and how many there were.
+type StaleRV struct {
+	RV       string    `json:"rv"`
+	First    time.Time `json:"first"`
+	Last     time.Time `json:"last"`
+	Restarts int       `json:"restarts"`
+}
+
+func compareStaleRVs(a, b StaleRV) int {
+	if c := a.First.Compare(b.First); c != 0 {
+		return c
+	}
+	return strings.Compare(a.RV, b.RV)
+}
+
+// mergeStaleRVs unions two lists of stale resourceVersions: per
+// resourceVersion the earliest first use, the latest last and the larger
+// count (each list may hold all of another's restarts).
+func mergeStaleRVs(a, b []StaleRV) []StaleRV {
+	out := slices.Clone(a)
+	for _, s := range b {
+		i := slices.IndexFunc(out, func(o StaleRV) bool { return o.RV == s.RV })
+		if i < 0 {
+			out = append(out, s)
+			continue
+		}
+		o := &out[i]
+		if s.First.Before(o.First) {
+			o.First = s.First
+		}
+		if s.Last.After(o.Last) {
+			o.Last = s.Last
+		}
+		o.Restarts = max(o.Restarts, s.Restarts)
+	}
+	slices.SortFunc(out, compareStaleRVs)
+	if len(out) > maxStaleRVs {
+		out = out[:maxStaleRVs]
+	}
+	return out
 }
 
 // StuckClient is one program's requests from resourceVersions above a

@@ -261,8 +261,8 @@ func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Findi
 }
 
 // link marks the regressions that belong to a watch-loop finding already
-// stored (the watch-loop detector runs first): the same reflector looping
-// from the resourceVersion it went back to. They are the same incident,
+// stored (the watch-loop detector runs first): the same reflector, whose
+// loop is one finding whatever stale resourceVersions it resumed from. They are the same incident,
 // so such a regression is no separate warning: it becomes information
 // that names the loop (Subjects.PartOf).
 func (d *Regression) link(ctx context.Context, q Querier, fs []Finding) error {
@@ -273,7 +273,7 @@ func (d *Regression) link(ctx context.Context, q Querier, fs []Finding) error {
 			continue // a loopback loop is named by its apiserver, which this finding does not carry
 		}
 		loopOf[f.ID] = FindingID(WatchLoopName, f.Cluster, s.User, programName(s.UserAgent, s.User), "", s.APIGroup, s.Resource,
-			s.Namespace, s.LabelSelector, s.FieldSelector, s.ResourceVersion)
+			s.Namespace, s.LabelSelector, s.FieldSelector)
 	}
 	if len(loopOf) == 0 {
 		return nil

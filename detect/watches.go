@@ -38,6 +38,10 @@ type watchStart struct {
 	Time    time.Time
 	URI     string
 	Code    int32
+	RV      string // the resourceVersion it resumed from
+	// Relist: a list, watch-list or watch from "" or "0", which starts
+	// the reflector over (the watch-loop detector's requests only).
+	Relist bool
 }
 
 func (w watchStart) evidence(c client, rv, role string) Evidence {
@@ -71,46 +75,43 @@ type reflector struct {
 	FieldSelector string `json:"field_selector"`
 }
 
-// watchStartsSQL selects the watches in a window, one row per watch
-// (audit ID): the request's stages are grouped, its start is the request
-// received time (stageTimestamp of RequestReceived, or the
+// reflectorWatchesSQL selects the watches and relists of the reflectors
+// that may be looping, one row per reflector (internal/reflector says
+// what identifies one) with its requests in one array, one element per
+// request (audit ID): the request's stages are grouped, its start is the
+// request received time (stageTimestamp of RequestReceived, or the
 // requestReceivedTimestamp every stage carries, so a watch whose
-// RequestReceived stage the policy omitted still counts once). Watches
-// that failed (a 4xx or 5xx code) did not restart anything, and a
-// watch-list (sendInitialEvents=true, which the apiserver accepts only
-// with resourceVersionMatch=NotOlderThan) is a relist: both are left out. The
-// outer query groups the watches by reflector and requested
-// resourceVersion, and keeps the groups that can hold enough restarts, or
-// that the detector remembers ({known}: "ident/rv").
+// RequestReceived stage the policy omitted still counts once). Requests
+// that failed (a 4xx or 5xx code) restarted nothing and are left out.
+// A relist is a list, a watch-list (sendInitialEvents=true, which the
+// apiserver accepts only with resourceVersionMatch=NotOlderThan) or a
+// watch from "" or "0" (the current state first): it starts the
+// reflector over from a fresh resourceVersion.
+//
+// The reflectors are first narrowed by watchSuspectsSQL to those that
+// can be looping, which costs one cheap aggregation of the watches
+// instead of grouping every request by audit ID, and to the reflectors
+// the detector remembers ({known}: their idents). The newest watch's user
+// agent (the first by name of equal starts) and the first 16 addresses by
+// name come from the array.
 //
 // Aliases differ from column names: ClickHouse resolves aliases in WHERE.
 // Grouping by audit ID collapses duplicate rows as FINAL would, so the
-// query reads without it.
-//
-// Most groups (a reflector's watch from one resourceVersion) hold a
-// single watch and are dropped by HAVING, so the watches are first
-// narrowed to the groups that can pass it (watchGroupsSQL), which costs
-// one cheap aggregation of the rows instead of grouping every watch by
-// audit ID and keeping eight aggregate states for every group. The
-// groups' watches are gathered as one array of tuples: the newest watch's
-// user agent (the first by name of equal starts) and the first 16
-// addresses by name come from it.
-//
-// On the 10M-event bench store (166k Services watch rows, 125k groups, 5
-// kept) the query took 1.6 s with the arrays of every group built, 0.6 s
-// when only counting them. GLOBAL: on a cluster both reads are of the
+// query reads without it. GLOBAL: on a cluster both reads are of the
 // Distributed table, whose shards cannot run a subquery of it themselves;
-// the groups are counted once over all shards and the set sent to each.
-const watchStartsSQL = `SELECT cluster, toString(w_ident) AS ident, user, program, instance, api_group, resource, namespace,
-       label_selector, field_selector, w_rv AS rv,
-       arraySort(x -> (-x.2, x.7), w)[1].7 AS user_agent, arraySlice(arraySort(arrayDistinct(arrayMap(x -> x.6, w))), 1, 16) AS source_ips,
+// the suspects are found once over all shards and the set sent to each.
+const reflectorWatchesSQL = `SELECT cluster, toString(w_ident) AS ident, user, program, instance, api_group, resource, namespace,
+       label_selector, field_selector,
+       arraySort(x -> (-x.2, x.7), w)[1].7 AS user_agent,
+       arraySlice(arraySort(arrayDistinct(arrayMap(x -> x.6, w))), 1, 16) AS source_ips,
        arrayMap(x -> x.1, w) AS ids, arrayMap(x -> x.2, w) AS starts, arrayMap(x -> x.3, w) AS stages,
-       arrayMap(x -> x.4, w) AS uris, arrayMap(x -> x.5, w) AS codes
+       arrayMap(x -> x.4, w) AS uris, arrayMap(x -> x.5, w) AS codes, arrayMap(x -> x.8, w) AS rvs,
+       arrayMap(x -> x.9, w) AS relists
 FROM (
-SELECT cluster, w_ident, w_rv, any(w_user) AS user, any(w_program) AS program, any(w_instance) AS instance,
+SELECT cluster, w_ident, any(w_user) AS user, any(w_program) AS program, any(w_instance) AS instance,
        any(w_api_group) AS api_group, any(w_resource) AS resource, any(w_namespace) AS namespace,
        any(w_label_selector) AS label_selector, any(w_field_selector) AS field_selector,
-       groupArray((audit_id, w_start, w_stage, w_uri, w_code, w_source_ip, w_user_agent)) AS w
+       groupArray((audit_id, w_start, w_stage, w_uri, w_code, w_source_ip, w_user_agent, w_rv, w_relist)) AS w
 FROM (
     SELECT cluster, audit_id, any(r_ident) AS w_ident,
            any(user) AS w_user, any(r_program) AS w_program, any(r_instance) AS w_instance,
@@ -118,27 +119,22 @@ FROM (
            any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
            any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
            min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
-           argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, any(req_rv_match) AS w_rv_match
+           argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, toUInt8(max(r_relist)) AS w_relist
     FROM (
         SELECT *, request_uri, received_at, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
-               ` + refl.IdentSQL + ` AS r_ident
+               ` + refl.IdentSQL + ` AS r_ident, (` + isListSQL + ` OR req_rv IN ('', '0')) AS r_relist
         FROM audit_events
-        WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
-          AND req_rv != '' AND req_rv != '0'
-          AND (cluster, r_ident, req_rv) GLOBAL IN (` + watchGroupsSQL + `)
+        WHERE %WINDOW% AND verb IN ('watch', 'list') AND resource IN {resources:Array(String)}
+          AND (cluster, r_ident) GLOBAL IN (` + watchSuspectsSQL + `)
     )
     GROUP BY cluster, audit_id
-    HAVING (w_code = 0 OR (w_code >= 200 AND w_code < 300))
-       AND w_rv_match != 'NotOlderThan'
+    HAVING w_code = 0 OR (w_code >= 200 AND w_code < 300)
 )
-GROUP BY cluster, w_ident, w_rv
-HAVING (count() >= {min_watches:UInt32} AND max(w_start) - min(w_start) >= {min_span:Int64})
-    OR concat(toString(w_ident), '/', w_rv) IN {known:Array(String)}
+GROUP BY cluster, w_ident
 )`
 
-type watchGroupRow struct {
+type reflectorWatchesRow struct {
 	reflector
-	RV        string   `json:"rv"`
 	UserAgent string   `json:"user_agent"`
 	SourceIPs []string `json:"source_ips"`
 	IDs       []string `json:"ids"`
@@ -146,32 +142,40 @@ type watchGroupRow struct {
 	Stages    []string `json:"stages"`
 	URIs      []string `json:"uris"`
 	Codes     []int32  `json:"codes"`
+	RVs       []string `json:"rvs"`
+	Relists   []uint8  `json:"relists"`
 }
 
-// watchGroupsSQL is a cheap superset of the groups watchStartsSQL keeps:
-// it counts rows rather than watches (a watch has one row per stage
-// stored), takes the span of every row's start, failed watches and
-// watch-lists included, so a group the exact query keeps is never left
-// out here.
-const watchGroupsSQL = `SELECT cluster, ` + refl.IdentSQL + ` AS g_ident, req_rv
+// watchSuspectsSQL finds, cheaply, the reflectors that may be looping: a
+// looping reflector restarts its watch, at least {min_steps} times, from
+// a resourceVersion no higher than that of its watch before, at least
+// {min_span} microseconds (RetrySpacing) later — an advancing reflector
+// resumes from ever higher ones, and a quick retry is not a restart. It
+// reads the watches' stages as they are (they share the request's start
+// and resourceVersion, so copies never count as a restart) and every
+// watch, failed ones included, so it is a superset of what the detector
+// weighs. resourceVersions that are not integers compare as 0. The
+// remembered reflectors ({known}) are kept whatever their watches.
+const watchSuspectsSQL = `SELECT cluster, g_ident FROM (
+            SELECT cluster, ` + refl.IdentSQL + ` AS g_ident,
+                   arraySort(groupArray((` + requestTimeSQL + `, toUInt64OrZero(req_rv)))) AS s
             FROM audit_events
             WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
-              AND req_rv != '' AND req_rv != '0'
-            GROUP BY cluster, g_ident, req_rv
-            HAVING (count() >= {min_watches:UInt32} AND max(` + requestTimeSQL + `) - min(` + requestTimeSQL + `) >= {min_span:Int64})
-                OR concat(toString(g_ident), '/', req_rv) IN {known:Array(String)}`
+              AND req_rv != '' AND req_rv != '0' AND req_rv_match != 'NotOlderThan'
+            GROUP BY cluster, g_ident
+        )
+        WHERE arrayCount((cur, prev) -> cur.2 <= prev.2 AND cur.1 - prev.1 >= {min_span:Int64}, arrayPopFront(s), arrayPopBack(s)) >= {min_steps:UInt32}
+           OR toString(g_ident) IN {known:Array(String)}`
 
-// watchGroup is the watches of one reflector from one resourceVersion, by
-// time.
+// watchGroup is one reflector's watches and relists, by time.
 type watchGroup struct {
 	reflector
-	RV        string
-	UserAgent string   // the newest
-	SourceIPs []string // where the watches came from (up to 16)
+	UserAgent string   // the newest watch's
+	SourceIPs []string // where the requests came from (up to 16)
 	Watches   []watchStart
 }
 
-func (g watchGroup) key() string { return stateKey(g.Cluster, g.Ident, g.RV) }
+func (g watchGroup) key() string { return stateKey(g.Cluster, g.Ident) }
 
 // client is the reflector as the evidence and the regression detector
 // name it.
@@ -184,23 +188,20 @@ func (g watchGroup) client() client {
 	return c
 }
 
-// selectWatchGroups returns the groups of at least minWatches watches of
-// resources from one resourceVersion ("" and "0", which mean "any", are
-// left out) whose starts span at least minSpan — minWatches restarts at
-// least spacing apart span (minWatches-1)*spacing, so groups that cannot
-// hold them (a burst of retries) are left in the engine — and the groups
-// named in known ("ident/rv") whatever their size.
-func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minWatches int, spacing time.Duration, known []string) ([]watchGroup, error) {
-	p := store.Params{"resources": arrayParam(resources), "min_watches": itoa(minWatches),
-		"min_span": strconv.FormatInt(int64(max(minWatches-1, 0))*spacing.Microseconds(), 10),
-		"known":    arrayParam(known)}
-	sql := strings.ReplaceAll(watchStartsSQL, "%WINDOW%", windowParams(w, p))
+// selectWatchGroups returns the watches and relists of the reflectors of
+// resources that restarted at least minSteps times from a
+// resourceVersion no higher than the one before, at least spacing after
+// it, and of the reflectors named in known (idents) whatever they did.
+func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minSteps int, spacing time.Duration, known []string) ([]watchGroup, error) {
+	p := store.Params{"resources": arrayParam(resources), "min_steps": itoa(minSteps),
+		"min_span": strconv.FormatInt(spacing.Microseconds(), 10), "known": arrayParam(known)}
+	sql := strings.ReplaceAll(reflectorWatchesSQL, "%WINDOW%", windowParams(w, p))
 	var out []watchGroup
-	err := selectRows(ctx, q, "watch starts", sql, p, func(r watchGroupRow) error {
-		g := watchGroup{reflector: r.reflector, RV: r.RV, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}
+	err := selectRows(ctx, q, "watch starts", sql, p, func(r reflectorWatchesRow) error {
+		g := watchGroup{reflector: r.reflector, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}
 		for i := range r.IDs {
 			g.Watches = append(g.Watches, watchStart{AuditID: r.IDs[i], Stage: at(r.Stages, i),
-				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i)})
+				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i), RV: at(r.RVs, i), Relist: at(r.Relists, i) != 0})
 		}
 		slices.SortFunc(g.Watches, func(a, b watchStart) int {
 			if c := a.Time.Compare(b.Time); c != 0 {
@@ -214,8 +215,7 @@ func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []str
 	// Deterministic order, whatever order the engine grouped in.
 	slices.SortFunc(out, func(a, b watchGroup) int {
 		return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.User, b.User), strings.Compare(a.Program, b.Program),
-			strings.Compare(a.Resource, b.Resource), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Ident, b.Ident),
-			strings.Compare(a.RV, b.RV))
+			strings.Compare(a.Resource, b.Resource), strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Ident, b.Ident))
 	})
 	return out, err
 }

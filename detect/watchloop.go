@@ -182,14 +182,15 @@ func (d *WatchLoop) Config() WatchLoopConfig { return d.cfg }
 func (d *WatchLoop) deleteRole() string { return d.cfg.ChurnResource + "-delete" }
 func (d *WatchLoop) createRole() string { return d.cfg.ChurnResource + "-create" }
 
-// candidate is a reflector re-watching from one resourceVersion, as far as
-// this window and the remembered history show.
+// candidate is a reflector that may be looping, as far as this window and
+// the remembered history show.
 type candidate struct {
 	watchGroup
-	burstOf []int // restart (burst) index of each watch
+	burstOf []int // restart (burst) index of each watch; -1 for a relist
 	starts  []int // index of the first watch of each burst
 	deletes []attributed
-	hist    *history // remembered history, nil when there is none
+	hist    *history     // remembered history, nil when there is none
+	inLoop  map[int]bool // bursts that are restarts of the loop
 }
 
 // attributed is a churned delete and the watch restart it followed.
@@ -214,7 +215,7 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 	if err != nil {
 		return nil, err
 	}
-	groups, err := selectWatchGroups(ctx, q, w, d.cfg.Resources, d.cfg.MinRestarts, d.cfg.RetrySpacing, mem.keys())
+	groups, err := selectWatchGroups(ctx, q, w, d.cfg.Resources, d.cfg.MinRestarts-1, d.cfg.RetrySpacing, mem.keys())
 	if err != nil {
 		return nil, err
 	}
@@ -222,19 +223,8 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 	clusters := map[string]bool{}
 	for _, g := range groups {
 		c := &candidate{watchGroup: g, hist: mem.hists[g.key()]}
-		times := make([]time.Time, len(g.Watches))
-		for i, ws := range g.Watches {
-			times[i] = ws.Time
-		}
-		var n int
-		c.burstOf, n = bursts(times, d.cfg.RetrySpacing)
-		c.starts = make([]int, 0, n)
-		for i, b := range c.burstOf {
-			if i == 0 || b != c.burstOf[i-1] {
-				c.starts = append(c.starts, i)
-			}
-		}
-		if n < d.cfg.MinRestarts && c.hist == nil {
+		c.burstOf, c.starts = restarts(g.Watches, d.cfg.RetrySpacing)
+		if len(c.starts) == 0 && c.hist == nil {
 			continue
 		}
 		cands = append(cands, c)
@@ -258,13 +248,18 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 		tot, changed := d.account(c, settled)
 		loop := tot.Confirmed || tot.Restarts >= d.cfg.MinRestarts && tot.Iterations >= d.cfg.MinIterations &&
 			float64(tot.Iterations) >= d.cfg.MinFollowedRatio*float64(tot.Restarts)
-		if loop {
-			adv, err := mem.advance(ctx, q, w, c.Cluster, c.RV, tot.Advance)
+		if loop && len(c.inLoop) > 0 {
+			top := tot.maxStaleRV()
+			known := tot.Advance
+			if above, ok := compareRV(known.rv(), top); !ok || above <= 0 {
+				known = nil // the loop drifted up past the proof
+			}
+			adv, err := mem.advance(ctx, q, w, c.Cluster, top, known)
 			if err != nil {
 				return nil, err
 			}
 			if adv != nil {
-				if !c.hist.Confirmed || c.hist.Advance == nil {
+				if !c.hist.Confirmed || c.hist.Advance.rv() != adv.RV {
 					c.hist.Confirmed, c.hist.Advance = true, adv
 					changed = true
 				}
@@ -290,6 +285,31 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 	return out, nil
 }
 
+// restarts splits a reflector's requests (by time) into restarts: a watch
+// from the same resourceVersion less than spacing after the one before is
+// a quick retry of it, not a new restart; a relist is none. It returns
+// the restart index of each request (-1 for a relist) and the first
+// request of each restart.
+func restarts(ws []watchStart, spacing time.Duration) (burstOf, starts []int) {
+	burstOf = make([]int, len(ws))
+	last := -1 // the previous watch
+	for i, w := range ws {
+		if w.Relist {
+			burstOf[i] = -1
+			last = -1
+			continue
+		}
+		if last >= 0 && w.RV == ws[last].RV && w.Time.Sub(ws[last].Time) < spacing {
+			burstOf[i] = burstOf[last]
+		} else {
+			burstOf[i] = len(starts)
+			starts = append(starts, i)
+		}
+		last = i
+	}
+	return burstOf, starts
+}
+
 // followedBursts returns the bursts of c that churn followed.
 func (c *candidate) followedBursts() map[int]bool {
 	seen := map[int]bool{}
@@ -299,48 +319,148 @@ func (c *candidate) followedBursts() map[int]bool {
 	return seen
 }
 
-// account adds the window's restarts of c to its remembered history:
-// restarts after what the history counted, up to settled, are added to it
-// (changed reports that it grew); the younger ones only to the totals
-// returned for this evaluation.
+// account walks the window's requests of c after what its remembered
+// history walked, in time order: requests up to settled are added to the
+// history (changed reports that it did), the younger ones only to the
+// totals returned for this evaluation, because the churn that follows
+// them may still be on its way.
+//
+// The walk follows the mechanism. A reflector resumes each watch from the
+// resourceVersion of the last event it received, so a healthy one
+// resumes from ever higher ones, or from the same one while nothing
+// happens; a relist starts it over. A restart from below the highest
+// resourceVersion it resumed from since its last relist went back: an
+// event carried an old resourceVersion, and the episode of a loop
+// begins. A restart churn followed from a resourceVersion it had already
+// used (or the walk does not know: the window began mid-loop) begins one
+// too. While an episode runs, every restart from a stale resourceVersion
+// (at or below the highest) is one of the loop's, whichever one: others'
+// deletes move the resume point to each deleted object's old
+// resourceVersion, so it drifts. An episode ends when the reflector
+// relists or resumes from above the highest; earlier restarts that merely
+// share a number with the loop's are never counted.
 func (d *WatchLoop) account(c *candidate, settled time.Time) (tot history, changed bool) {
 	if c.hist == nil {
 		c.hist = newHistory(c.watchGroup)
 	}
 	h := c.hist
+	walked := h.CountedUntil
 	followed := c.followedBursts()
-	tot = h.clone()
-	for b, i := range c.starts {
-		t := c.Watches[i].Time
-		if !h.CountedUntil.IsZero() && t.Sub(h.CountedUntil) < d.cfg.RetrySpacing {
-			continue // counted by an earlier evaluation
+	c.inLoop = map[int]bool{}
+	counted := map[int]bool{} // bursts counted by this walk
+	step := func(t *history, i int) {
+		ws := c.Watches[i]
+		first := t.CountedUntil.IsZero() // the walk's first request
+		retry := ws.RV == t.LastRV && !first && ws.Time.Sub(t.CountedUntil) < d.cfg.RetrySpacing
+		if ws.Time.After(t.CountedUntil) {
+			t.CountedUntil = ws.Time
 		}
-		for _, target := range []*history{h, &tot} {
-			if target == h && t.After(settled) {
-				continue
+		t.LastRV = ws.RV
+		if ws.Relist {
+			t.High, t.InLoop, t.LastRV, t.Lead = 0, false, "", nil
+			return
+		}
+		b := c.burstOf[i]
+		if c.starts[b] != i || retry {
+			return // a quick retry of a restart already walked
+		}
+		rv, err := strconv.ParseUint(ws.RV, 10, 64)
+		if err != nil || rv == 0 {
+			return // not an etcd revision: nothing to compare
+		}
+		fol := followed[b]
+		known := t.High > 0
+		stale := known && rv <= t.High
+		back := known && rv < t.High
+		if rv > t.High {
+			t.High = rv
+		}
+		lead := t.Lead
+		t.Lead = nil
+		switch {
+		case back || fol && (stale || !known):
+			t.InLoop = true
+		case !stale && known:
+			t.InLoop = false
+			return
+		case !t.InLoop:
+			// Not a loop's restart, as far as the walk knows: but the
+			// run of restarts from the resourceVersion the walk began
+			// with is the loop's when churn follows it later.
+			if first && !known || lead != nil && lead.RV == ws.RV {
+				if lead == nil {
+					lead = &StaleRV{RV: ws.RV, First: ws.Time}
+				}
+				lead.Last = ws.Time
+				lead.Restarts++
+				t.Lead = lead
 			}
-			target.Restarts++
-			if followed[b] {
-				target.Iterations++
-				target.LastIteration = t
+			return
+		}
+		if lead != nil && lead.RV == ws.RV && !back {
+			t.Restarts += lead.Restarts
+			if t.FirstSeen.IsZero() || lead.First.Before(t.FirstSeen) {
+				t.FirstSeen = lead.First
 			}
-			if target.FirstSeen.IsZero() || t.Before(target.FirstSeen) {
-				target.FirstSeen = t
+			t.stale(ws.RV, lead.First, lead.Last, lead.Restarts)
+			for lb, li := range c.starts {
+				if lt := c.Watches[li].Time; c.Watches[li].RV == ws.RV && !lt.Before(lead.First) && !lt.After(lead.Last) {
+					counted[lb] = true
+				}
 			}
-			if t.After(target.LastSeen) {
-				target.LastSeen = t
-			}
-			if t.After(target.CountedUntil) {
-				target.CountedUntil = t
-			}
-			if target == h {
-				changed = true
-			}
+		}
+		t.Restarts++
+		if fol {
+			t.Iterations++
+			t.LastIteration = ws.Time
+		}
+		if t.FirstSeen.IsZero() || ws.Time.Before(t.FirstSeen) {
+			t.FirstSeen = ws.Time
+		}
+		if ws.Time.After(t.LastSeen) {
+			t.LastSeen = ws.Time
+		}
+		t.stale(ws.RV, ws.Time, ws.Time, 1)
+		counted[b] = true
+	}
+	i := 0
+	for ; i < len(c.Watches); i++ {
+		ws := c.Watches[i]
+		if !walked.IsZero() && !ws.Time.After(walked) {
+			continue // walked by an earlier evaluation
+		}
+		if ws.Time.After(settled) {
+			break
+		}
+		step(h, i)
+		changed = true
+	}
+	tot = h.clone()
+	for ; i < len(c.Watches); i++ {
+		if walked.IsZero() || c.Watches[i].Time.After(walked) {
+			step(&tot, i)
+		}
+	}
+	// The loop's restarts in this window: those the walk counted, and
+	// those an earlier evaluation did (from one of its stale
+	// resourceVersions, after it began).
+	staleRV := map[string]bool{}
+	for _, s := range tot.StaleRVs {
+		staleRV[s.RV] = true
+	}
+	for b, i := range c.starts {
+		ws := c.Watches[i]
+		if counted[b] || !walked.IsZero() && !ws.Time.After(walked) && !tot.FirstSeen.IsZero() &&
+			!ws.Time.Before(tot.FirstSeen) && staleRV[ws.RV] {
+			c.inLoop[b] = true
 		}
 	}
 	for _, a := range c.deletes {
+		if !c.inLoop[c.burstOf[a.watch]] {
+			continue
+		}
 		for _, target := range []*history{h, &tot} {
-			if target == h && micros(a.del.TS).After(settled) {
+			if target == h && (micros(a.del.TS).After(settled) || c.Watches[a.watch].Time.After(settled)) {
 				continue
 			}
 			o := Object{Resource: a.del.Resource, Namespace: a.del.Namespace, Name: a.del.Name}

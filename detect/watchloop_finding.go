@@ -17,12 +17,13 @@ func (d *WatchLoop) finding(ctx context.Context, q Querier, w Window, c *candida
 	cl := c.client()
 	f := Finding{
 		ID: FindingID(WatchLoopName, r.Cluster, r.User, r.Program, r.Instance, r.APIGroup, r.Resource, r.Namespace,
-			r.LabelSelector, r.FieldSelector, c.RV),
+			r.LabelSelector, r.FieldSelector),
 		Detector: WatchLoopName,
 		Cluster:  r.Cluster,
 		Severity: Critical,
 		Subjects: Subjects{
-			User: r.User, UserAgent: tot.UserAgent, Resource: r.Resource, APIGroup: r.APIGroup, ResourceVersion: c.RV,
+			User: r.User, UserAgent: tot.UserAgent, Resource: r.Resource, APIGroup: r.APIGroup,
+			StaleRVs: slices.Clone(tot.StaleRVs),
 			SourceIP: cl.SourceIP, Namespace: r.Namespace, LabelSelector: r.LabelSelector, FieldSelector: r.FieldSelector,
 			WatchRestarts: tot.Restarts, Iterations: tot.Iterations,
 		},
@@ -31,10 +32,18 @@ func (d *WatchLoop) finding(ctx context.Context, q Querier, w Window, c *candida
 	if hd != nil {
 		f.Subjects.APIServers = slices.Clone(hd.APIServers)
 	}
-	for _, ws := range c.Watches {
-		f.Evidence = append(f.Evidence, ws.evidence(cl, c.RV, RoleStaticWatch))
+	if len(tot.StaleRVs) > 0 {
+		f.Subjects.ResourceVersion = tot.StaleRVs[0].RV
+	}
+	for i, ws := range c.Watches {
+		if b := c.burstOf[i]; b >= 0 && c.inLoop[b] {
+			f.Evidence = append(f.Evidence, ws.evidence(cl, ws.RV, RoleStaticWatch))
+		}
 	}
 	for _, a := range c.deletes {
+		if !c.inLoop[c.burstOf[a.watch]] {
+			continue
+		}
 		watchID := c.Watches[a.watch].AuditID
 		rows := []struct {
 			row  eventRow
@@ -125,6 +134,10 @@ func (d *WatchLoop) Merge(prev, next Finding) Finding {
 	f.Subjects.WatchRestarts = max(restarts, prev.Subjects.WatchRestarts, next.Subjects.WatchRestarts)
 	f.Subjects.Iterations = max(iterations, prev.Subjects.Iterations, next.Subjects.Iterations)
 	f.Subjects.APIServers = mergeStrings(prev.Subjects.APIServers, next.Subjects.APIServers)
+	f.Subjects.StaleRVs = mergeStaleRVs(prev.Subjects.StaleRVs, next.Subjects.StaleRVs)
+	if len(f.Subjects.StaleRVs) > 0 {
+		f.Subjects.ResourceVersion = f.Subjects.StaleRVs[0].RV
+	}
 	d.describe(&f)
 	return f
 }
@@ -169,16 +182,24 @@ func (d *WatchLoop) describe(f *Finding) {
 	f.Confidence = round2(min(conf, 0.99))
 
 	owner := strings.TrimSuffix(d.cfg.OwnerResource, "s")
-	f.Title = fmt.Sprintf("%s re-watches %s from stale resourceVersion %s; %d %s deleted and re-created after its restarts",
-		prog, s.Resource, s.ResourceVersion, len(f.Objects), plural(len(f.Objects), d.cfg.ChurnResource+" object", d.cfg.ChurnResource+" objects"))
+	stale := staleList(s)
+	f.Title = fmt.Sprintf("%s re-watches %s from stale %s; %d %s deleted and re-created after its restarts",
+		prog, s.Resource, staleTitle(s), len(f.Objects), plural(len(f.Objects), d.cfg.ChurnResource+" object", d.cfg.ChurnResource+" objects"))
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s (user %s, user agent %q", prog, s.User, s.UserAgent)
 	if s.SourceIP != "" {
 		fmt.Fprintf(&b, ", from %s", s.SourceIP)
 	}
-	fmt.Fprintf(&b, ") restarted its watch of %s %d times from the same resourceVersion %s between %s and %s",
-		s.Resource, s.WatchRestarts, s.ResourceVersion, f.FirstSeen.Format(time.RFC3339), f.LastSeen.Format(time.RFC3339))
+	if len(s.StaleRVs) > 1 {
+		fmt.Fprintf(&b, ") restarted its watch of %s %d times from stale resourceVersions between %s and %s, none above one it had "+
+			"already resumed from: %s; the resume point drifted as other %ss were deleted while it looped (each DELETE event carried "+
+			"the deleted object's old resourceVersion)",
+			s.Resource, s.WatchRestarts, f.FirstSeen.Format(time.RFC3339), f.LastSeen.Format(time.RFC3339), stale, strings.TrimSuffix(s.Resource, "s"))
+	} else {
+		fmt.Fprintf(&b, ") restarted its watch of %s %d times from the same resourceVersion %s between %s and %s",
+			s.Resource, s.WatchRestarts, s.ResourceVersion, f.FirstSeen.Format(time.RFC3339), f.LastSeen.Format(time.RFC3339))
+	}
 	if top != "" {
 		fmt.Fprintf(&b, ", although the cluster was already at resourceVersion %s (resourceVersions are etcd revisions, global to the cluster)", top)
 	}
@@ -200,6 +221,37 @@ func (d *WatchLoop) describe(f *Finding) {
 	fmt.Fprintf(&b, "Break the loop now by restarting %s or by touching any %s (see remediation).", prog, owner)
 	f.Summary = b.String()
 	f.Remediation = loopRemediation(prog, owner)
+}
+
+// staleTitle names a loop's stale resourceVersions in a title.
+func staleTitle(s *Subjects) string {
+	switch n := len(s.StaleRVs); {
+	case n <= 1:
+		return "resourceVersion " + s.ResourceVersion
+	case n <= 4:
+		rvs := make([]string, n)
+		for i, r := range s.StaleRVs {
+			rvs[i] = r.RV
+		}
+		return "resourceVersions " + strings.Join(rvs, ", ")
+	default:
+		return fmt.Sprintf("resourceVersions %s, %s and %d more", s.StaleRVs[0].RV, s.StaleRVs[1].RV, n-2)
+	}
+}
+
+// staleList tells each stale resourceVersion with when the loop resumed
+// from it (up to 8).
+func staleList(s *Subjects) string {
+	var parts []string
+	for i, r := range s.StaleRVs {
+		if i == 8 {
+			parts = append(parts, fmt.Sprintf("and %d more", len(s.StaleRVs)-8))
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d %s, %s to %s)", r.RV, r.Restarts, plural(r.Restarts, "restart", "restarts"),
+			r.First.UTC().Format(time.RFC3339), r.Last.UTC().Format(time.RFC3339)))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func loopRemediation(prog, owner string) string {

@@ -14,54 +14,136 @@ import (
 
 // What the watch-loop detector remembers between evaluations (in the
 // detector_state table, through a StateStore): one history per reflector
-// and static resourceVersion that was ever followed by churn, and one head
-// per cluster.
+// that was ever followed by churn, and one head per cluster.
 
-// history is one reflector's watches from one static resourceVersion.
+// history is one reflector's walk through its watch restarts: where it
+// stands (the highest resourceVersion it used since it last relisted,
+// whether a loop episode is under way) and what the loop it made so far
+// counts.
 type history struct {
 	Reflector reflector `json:"reflector"`
-	RV        string    `json:"rv"`
 	// UserAgent is the newest user agent of the reflector's watches;
 	// SourceIPs the addresses they came from (up to 16).
 	UserAgent string   `json:"user_agent"`
 	SourceIPs []string `json:"source_ips,omitempty"`
-	// FirstSeen and LastSeen are the first and latest restart from RV;
-	// CountedUntil the latest restart already counted.
-	FirstSeen    time.Time `json:"first_seen"`
-	LastSeen     time.Time `json:"last_seen"`
+	// High is the highest integer resourceVersion the reflector resumed
+	// from since its last relist (0: unknown). A restart from it or below
+	// is stale: the reflector had already been there.
+	High uint64 `json:"high,omitempty"`
+	// InLoop: an episode of the loop is under way — from a restart that
+	// went back below High, or one churn followed from a stale
+	// resourceVersion, until the reflector relists or resumes from above
+	// High.
+	InLoop bool `json:"in_loop,omitempty"`
+	// Lead is the run of restarts from one resourceVersion that the walk
+	// began with, before it knew any higher one (the log or the detector
+	// came after the loop began): when churn follows the run, the loop
+	// had begun before it, and the run is counted with it.
+	Lead *StaleRV `json:"lead,omitempty"`
+	// LastRV and CountedUntil are the resourceVersion and start of the
+	// latest request walked: a later watch from LastRV within
+	// RetrySpacing is a quick retry of it.
+	LastRV       string    `json:"last_rv,omitempty"`
 	CountedUntil time.Time `json:"counted_until"`
-	// Restarts counts the restarts from RV (quick retries once);
+	// FirstSeen and LastSeen are the first and latest restart of the
+	// loop.
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	// Restarts counts the loop's restarts (quick retries once);
 	// Iterations those that churn followed, the last at LastIteration.
 	Restarts      int       `json:"restarts"`
 	Iterations    int       `json:"iterations"`
 	LastIteration time.Time `json:"last_iteration,omitzero"`
+	// StaleRVs are the stale resourceVersions the loop resumed from, by
+	// first use (up to maxStaleRVs): it drifts when other objects of the
+	// resource are deleted while it runs.
+	StaleRVs []StaleRV `json:"stale_rvs,omitempty"`
 	// Victims are the churned objects (up to maxVictims).
 	Victims []Object `json:"victims,omitempty"`
 	// Confirmed is set once the history made a finding: from then on every
-	// restart from RV extends it.
+	// episode of the reflector extends it.
 	Confirmed bool `json:"confirmed,omitempty"`
-	// Advance is the request that first proved the cluster past RV.
+	// Advance is the request that proved the cluster past the highest
+	// stale resourceVersion.
 	Advance *rvSeen `json:"advance,omitempty"`
 }
 
 func newHistory(g watchGroup) *history {
-	return &history{Reflector: g.reflector, RV: g.RV, UserAgent: g.UserAgent}
+	return &history{Reflector: g.reflector, UserAgent: g.UserAgent}
 }
 
 func (h *history) clone() history {
 	c := *h
+	if h.Lead != nil {
+		l := *h.Lead
+		c.Lead = &l
+	}
 	c.SourceIPs = slices.Clone(h.SourceIPs)
 	c.Victims = slices.Clone(h.Victims)
+	c.StaleRVs = slices.Clone(h.StaleRVs)
 	return c
 }
 
-func (h *history) key() string { return stateKey(h.Reflector.Cluster, h.Reflector.Ident, h.RV) }
+func (h *history) key() string { return stateKey(h.Reflector.Cluster, h.Reflector.Ident) }
+
+// stale records n restarts of the loop from rv, the first at t, the last
+// at last.
+func (h *history) stale(rv string, t, last time.Time, n int) {
+	for i := range h.StaleRVs {
+		if h.StaleRVs[i].RV == rv {
+			s := &h.StaleRVs[i]
+			s.Restarts += n
+			if t.Before(s.First) {
+				s.First = t
+			}
+			if last.After(s.Last) {
+				s.Last = last
+			}
+			return
+		}
+	}
+	if len(h.StaleRVs) < maxStaleRVs {
+		h.StaleRVs = append(h.StaleRVs, StaleRV{RV: rv, First: t, Last: last, Restarts: n})
+		slices.SortFunc(h.StaleRVs, compareStaleRVs)
+	}
+}
+
+// maxStaleRV is the highest integer stale resourceVersion.
+func (h *history) maxStaleRV() string {
+	top, v := "", uint64(0)
+	for _, s := range h.StaleRVs {
+		if n, err := strconv.ParseUint(s.RV, 10, 64); err == nil && (top == "" || n > v) {
+			top, v = s.RV, n
+		}
+	}
+	return top
+}
+
+// remembered is the time the history is kept from: its loop's latest
+// restart, or the latest request walked when it counted none.
+func (h *history) remembered() time.Time {
+	if h.LastSeen.IsZero() {
+		return h.CountedUntil
+	}
+	return h.LastSeen
+}
+
+// maxStaleRVs bounds the stale resourceVersions a history remembers.
+const maxStaleRVs = 64
 
 // rvSeen is one request that showed a resourceVersion.
 type rvSeen struct {
 	RV      string    `json:"rv"`
 	AuditID string    `json:"audit_id"`
 	Time    time.Time `json:"time"`
+}
+
+// rv is the resourceVersion seen ("" for none).
+func (r *rvSeen) rv() string {
+	if r == nil {
+		return ""
+	}
+	return r.RV
 }
 
 // head is what the detector remembers of a cluster: the highest
@@ -91,7 +173,12 @@ type memory struct {
 	until       time.Time
 }
 
-func stateKey(cluster, ident, rv string) string { return cluster + "\x00" + ident + "/" + rv }
+func stateKey(cluster, ident string) string { return cluster + "\x00" + ident }
+
+// historyKey is the detector_state key of a reflector's history. Keys of
+// the detector's earlier, per-resourceVersion histories ("ident/rv") never
+// take this form, so load skips them.
+func historyKey(ident string) string { return "loop/" + ident }
 
 // load reads the remembered histories and heads of the window's clusters
 // (nothing without a StateStore).
@@ -117,7 +204,7 @@ func (d *WatchLoop) load(ctx context.Context, st StateStore, w Window) (*memory,
 		if err := json.Unmarshal(r.Body, &h); err != nil {
 			return nil, fmt.Errorf("decoding remembered watch history %s of cluster %s: %w", r.Key, r.Cluster, err)
 		}
-		if h.Reflector.Cluster != r.Cluster || h.Reflector.Ident+"/"+h.RV != r.Key {
+		if h.Reflector.Cluster != r.Cluster || historyKey(h.Reflector.Ident) != r.Key {
 			continue // not what this version of the detector wrote
 		}
 		m.hists[h.key()] = &h
@@ -125,12 +212,11 @@ func (d *WatchLoop) load(ctx context.Context, st StateStore, w Window) (*memory,
 	return m, nil
 }
 
-// keys returns the identities of the remembered histories, as the watch
-// groups query names them ("ident/rv").
+// keys returns the idents of the remembered reflectors.
 func (m *memory) keys() []string {
 	out := make([]string, 0, len(m.hists))
 	for _, h := range m.hists {
-		out = append(out, h.Reflector.Ident+"/"+h.RV)
+		out = append(out, h.Reflector.Ident)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -256,7 +342,7 @@ func (m *memory) save(ctx context.Context, st StateStore, hists []*history) erro
 			return err
 		}
 		recs = append(recs, StateRecord{Detector: WatchLoopName, Cluster: h.Reflector.Cluster,
-			Key: h.Reflector.Ident + "/" + h.RV, LastSeen: h.LastSeen, Body: body})
+			Key: historyKey(h.Reflector.Ident), LastSeen: h.remembered(), Body: body})
 	}
 	for _, cluster := range sortedKeys(m.headChanged) {
 		h := m.heads[cluster]

@@ -3,6 +3,7 @@ package detect_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +272,101 @@ func loopback(l *loopLog, apiservers []string) {
 			resource: "endpoints", ns: "default", name: "api", code: 200})
 		l.add(req{at: at + 40*time.Millisecond, user: "system:apiserver", ua: ua, ip: "127.0.0.1", apisv: as, verb: "create",
 			resource: "endpoints", ns: "default", name: "api", code: 201, uri: "/api/v1/namespaces/default/endpoints"})
+	}
+}
+
+// TestWatchLoopEpisodes holds the walk through a reflector's restarts to
+// the mechanism: a loop is a reflector resuming, again and again, from a
+// resourceVersion at or below one it already resumed from, whichever one
+// (the resume point drifts when other Services are deleted); it begins
+// where the reflector went back and ends when it relists or resumes from
+// above; watches that merely share a number with it are not its own.
+func TestWatchLoopEpisodes(t *testing.T) {
+	st := engine(t)
+	t0 := time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC)
+	const loopAt = 30 * time.Minute
+	type restart struct {
+		at    time.Duration
+		rv    string
+		churn bool
+	}
+	for _, tc := range []struct {
+		name     string
+		restarts []restart
+		relistAt time.Duration // a list of Services by the reflector (0: none)
+		want     int
+		// For the one finding: its restarts, iterations, first and last
+		// restart, and stale resourceVersions.
+		restarts_, iterations int
+		first, last           time.Duration
+		stale                 []string
+	}{
+		{name: "earlier watches from the same resourceVersion are not the loop's", want: 1,
+			restarts: []restart{{0, "1200", false}, {7 * time.Minute, "1200", false}, {14 * time.Minute, "5000", false},
+				{loopAt, "1200", true}, {loopAt + 20*time.Second, "1200", true}, {loopAt + 40*time.Second, "1200", false},
+				{loopAt + 60*time.Second, "1200", true}},
+			restarts_: 4, iterations: 3, first: loopAt, last: loopAt + 60*time.Second, stale: []string{"1200"}},
+		{name: "a drifting resume point is one loop", want: 1,
+			restarts: []restart{{0, "5000", false}, {loopAt, "1200", true}, {loopAt + 20*time.Second, "1200", true},
+				{loopAt + 40*time.Second, "900", true}, {loopAt + 60*time.Second, "900", false}, {loopAt + 80*time.Second, "2300", true}},
+			restarts_: 5, iterations: 4, first: loopAt, last: loopAt + 80*time.Second, stale: []string{"1200", "900", "2300"}},
+		{name: "a relist ends the loop", want: 1, relistAt: loopAt + 50*time.Second,
+			restarts: []restart{{0, "5000", false}, {loopAt, "1200", true}, {loopAt + 20*time.Second, "1200", true},
+				{loopAt + 40*time.Second, "1200", true}, {loopAt + 60*time.Second, "6000", false}, {loopAt + 80*time.Second, "6000", false}},
+			restarts_: 3, iterations: 3, first: loopAt, last: loopAt + 40*time.Second, stale: []string{"1200"}},
+		{name: "a resume point above the highest ends the loop", want: 1,
+			restarts: []restart{{0, "5000", false}, {loopAt, "1200", true}, {loopAt + 20*time.Second, "1200", true},
+				{loopAt + 40*time.Second, "1200", true}, {loopAt + 60*time.Second, "7000", false}, {loopAt + 80*time.Second, "7000", false}},
+			restarts_: 3, iterations: 3, first: loopAt, last: loopAt + 40*time.Second, stale: []string{"1200"}},
+		{name: "an advancing reflector is no loop, whatever follows its restarts",
+			restarts: []restart{{loopAt, "1000", true}, {loopAt + 20*time.Second, "2000", true}, {loopAt + 40*time.Second, "3000", true},
+				{loopAt + 60*time.Second, "4000", true}}},
+		{name: "a quiet reflector that never went back is no loop",
+			restarts: []restart{{0, "5000", false}, {7 * time.Minute, "5000", false}, {14 * time.Minute, "5000", false}, {21 * time.Minute, "5000", false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &loopLog{cluster: "episodes-" + strings.NewReplacer(" ", "-", ",", "").Replace(tc.name), t0: t0}
+			l.advance(loopAt + 10*time.Second)
+			for _, r := range tc.restarts {
+				l.watch(r.at, kcmUser, kcmUA, "10.0.0.10", r.rv, 200)
+				if r.churn {
+					l.churn(r.at, epcUA, "api")
+				}
+			}
+			if tc.relistAt > 0 {
+				l.add(req{at: tc.relistAt, user: kcmUser, ua: kcmUA, ip: "10.0.0.10", verb: "list", resource: "services", code: 200,
+					uri: "/api/v1/services?limit=500&resourceVersion=0"})
+			}
+			got := l.evaluate(t, st, detect.WatchLoopConfig{})
+			if len(got) != tc.want {
+				for _, f := range got {
+					t.Logf("found: %s", f.Title)
+				}
+				t.Fatalf("%d findings, want %d", len(got), tc.want)
+			}
+			if tc.want == 0 {
+				return
+			}
+			f, s := got[0], got[0].Subjects
+			var stale []string
+			for _, r := range s.StaleRVs {
+				stale = append(stale, r.RV)
+			}
+			if s.WatchRestarts != tc.restarts_ || s.Iterations != tc.iterations || !slices.Equal(stale, tc.stale) || s.ResourceVersion != tc.stale[0] {
+				t.Errorf("%d restarts, %d iterations, stale %v (first %s); want %d, %d, %v", s.WatchRestarts, s.Iterations, stale,
+					s.ResourceVersion, tc.restarts_, tc.iterations, tc.stale)
+			}
+			if !f.FirstSeen.Equal(t0.Add(tc.first)) || !f.LastSeen.Before(t0.Add(tc.last+time.Second)) || f.LastSeen.Before(t0.Add(tc.last)) {
+				t.Errorf("first_seen %s, last_seen %s; want %s and %s", f.FirstSeen, f.LastSeen, t0.Add(tc.first), t0.Add(tc.last))
+			}
+			for _, e := range f.Evidence {
+				if e.Role == detect.RoleStaticWatch && (e.Time.Before(t0.Add(tc.first)) || e.Time.After(t0.Add(tc.last))) {
+					t.Errorf("static-watch evidence at %s, outside the loop", e.Time)
+				}
+			}
+			if len(tc.stale) > 1 && !strings.Contains(f.Title, strings.Join(tc.stale, ", ")) {
+				t.Errorf("title %q does not name the stale resourceVersions", f.Title)
+			}
+		})
 	}
 }

@@ -89,9 +89,14 @@ type Want struct {
 
 // Loop is one client stuck re-watching from a static resourceVersion.
 type Loop struct {
-	Client          Client
-	Resource        string
+	Client   Client
+	Resource string
+	// ResourceVersion is the first stale resourceVersion the loop
+	// resumed from; StaleRVs, when set, all of them by first use (the
+	// resume point drifts when other Services are deleted during the
+	// loop).
 	ResourceVersion string
+	StaleRVs        []string
 	// Objects are the churned Endpoints, "namespace/name", sorted.
 	Objects []string
 	// Iterations counts the restarts followed by churn: Endpoints

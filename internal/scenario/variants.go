@@ -55,6 +55,22 @@ var variants = []Scenario{
 		build: buildHA,
 	},
 	{
+		Name: "incident-drifting",
+		Doc: "Kubernetes 1.9.2 in a cluster that keeps deploying. As in incident-ci-victims a CI pipeline re-creates 2–4 " +
+			"Services and a cleanup operator's delete of legacy/legacy-api (resourceVersion 1200) starts the loop. While it " +
+			"runs, the operator deletes 2–4 more early-created Services (of legacy and archive, resourceVersions 900 to 15000) " +
+			"at random times: each DELETE event carries the deleted Service's old resourceVersion, so the reflectors' resume " +
+			"point drifts to it, down or up, always far below the store. Half-way the CI re-creates one more Service: its " +
+			"ADDED event is fresh, so kube-controller-manager resumes from a current resourceVersion (a pause) until the " +
+			"operator's next delete sends it back, and from then on that Service churns too. After each restart from a stale " +
+			"resourceVersion the endpoints controller deletes and re-creates a random subset of the re-created Services' " +
+			"Endpoints. Expect one watch-loop finding (kube-controller-manager, services) from 1200 listing every stale " +
+			"resourceVersion it resumed from and every victim, and a watch-rv-regression finding for each Services watcher " +
+			"and resourceVersion it went back to.",
+		version: "v1.9.2", commit: "5fa2db2", buggy: true,
+		build: buildDrifting,
+	},
+	{
 		Name: "loop-already-running",
 		Doc: "Kubernetes 1.9.2, a loop older than the trace: every Services watcher already resumes from 1200 when the " +
 			"log starts, so there is no trigger and no regression to see. kube-controller-manager's endpoints controller " +
@@ -237,14 +253,29 @@ type replay struct {
 	subset   bool
 	delay    [2]time.Duration
 	recreate [2]time.Duration
+	// stale, when set, tells the stale resourceVersions (any of them
+	// replays: the loop drifts), else only loop.ResourceVersion is;
+	// victimsAt, when set, the victims of a replay at t.
+	stale     func(t time.Time, rv string) bool
+	victimsAt func(t time.Time) [][2]string
 }
 
 // replayChurn returns the onWatch of a reflector stuck at stale: after
 // each restart from it, the churn, recorded in loop.
 func (s *sim) replayChurn(loop *Loop, rp replay) func(t time.Time, rv, watchID string) {
 	return func(t time.Time, rv, watchID string) {
-		if rv != loop.ResourceVersion {
+		if rp.stale != nil {
+			if !rp.stale(t, rv) {
+				return
+			}
+			if !slices.Contains(loop.StaleRVs, rv) {
+				loop.StaleRVs = append(loop.StaleRVs, rv)
+			}
+		} else if rv != loop.ResourceVersion {
 			return
+		}
+		if rp.victimsAt != nil {
+			rp.victims = rp.victimsAt(t)
 		}
 		w := rp.writer(t)
 		d := t.Add(s.between(rp.delay[0], rp.delay[1]))
@@ -381,6 +412,84 @@ func buildVariant(s *sim, v variant) {
 		listRV := s.list(listT, dns, "services", "")
 		s.run(reflector{c: dns, res: "services", rvAt: s.followFrom("services", listT, listRV)}, listT.Add(100*time.Millisecond), s.end)
 	}
+}
+
+// driftServices are early-created Services the cleanup operator deletes
+// while the loop of incident-drifting runs.
+var driftServices = []struct {
+	ns, name string
+	rv       int64
+}{
+	{"legacy", "old-reports", 900}, {"legacy", "old-search", 1500}, {"legacy", "old-cache", 2300},
+	{"archive", "exporter", 8800}, {"archive", "mailer", 15000},
+}
+
+// buildDrifting is the incident in a cluster whose other Services are
+// deleted while the loop runs, so its stale resourceVersion drifts.
+func buildDrifting(s *sim) {
+	s.seedCluster()
+	for i, d := range driftServices {
+		s.seed("services", d.ns, d.name, d.rv)
+		s.seed("endpoints", d.ns, d.name, s.rev0-70000+int64(i)*977)
+	}
+	p := s.period()
+	epc, kcm, ci, ops := s.endpointController(), s.kcm(), s.ciDeployer(), s.cleanupOperator()
+	v := variant{creator: ci, trigger: ops, victims: [2]int{2, 4}}
+	victims, gone, loopStart := s.prelude(s.at(p/2), v, epc)
+	const periods = 16
+	s.end = loopStart.Add(periods * p)
+	s.background()
+
+	// Half-way the CI re-creates one more Service (helm --force); the
+	// operator's deletes come at random times, at least one after it.
+	var late [2]string
+	for _, c := range s.rng.Perm(len(victimPool)) {
+		if !slices.Contains(victims, victimPool[c]) {
+			late = victimPool[c]
+			break
+		}
+	}
+	lateAt := loopStart.Add(periods * p / 2).Add(s.between(0, p))
+	s.write(lateAt, ci, "delete", services, late[0], late[1], true)
+	s.write(lateAt.Add(s.between(200*time.Millisecond, 800*time.Millisecond)), epc, "delete", endpoints, late[0], late[1], true)
+	created := lateAt.Add(s.between(20*time.Millisecond, 300*time.Millisecond))
+	s.write(created, ci, "create", services, late[0], late[1], true)
+	s.write(created.Add(s.between(200*time.Millisecond, 800*time.Millisecond)), epc, "create", endpoints, late[0], late[1], true)
+
+	n := 2 + s.rng.IntN(3)
+	var times []time.Time
+	for i := range n {
+		if i == n-1 {
+			times = append(times, created.Add(p+s.between(0, s.end.Sub(created)/2)))
+		} else {
+			times = append(times, loopStart.Add(p+s.between(0, s.end.Sub(loopStart)-4*p)))
+		}
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	for i, j := range s.rng.Perm(len(driftServices))[:n] {
+		d := driftServices[j]
+		s.write(times[i], ops, "delete", services, d.ns, d.name, true)
+		s.write(times[i].Add(s.between(200*time.Millisecond, 800*time.Millisecond)), epc, "delete", endpoints, d.ns, d.name, true)
+	}
+
+	loop := Loop{Client: kcm, Resource: "services", ResourceVersion: stale, ChurnAfter: map[string]string{}}
+	churn := s.replayChurn(&loop, replay{writer: func(time.Time) Client { return epc }, victims: victims, gone: gone, subset: true,
+		delay: [2]time.Duration{10 * time.Millisecond, 3 * time.Second}, recreate: [2]time.Duration{5 * time.Millisecond, s.scale.RecreateMax},
+		// After the trigger, every resourceVersion from before the
+		// trace is stale: the replay from it holds the CI's re-creates.
+		stale: func(t time.Time, rv string) bool {
+			n, err := strconv.ParseInt(rv, 10, 64)
+			return err == nil && n < s.rev0 && t.After(loopStart)
+		},
+		victimsAt: func(t time.Time) [][2]string {
+			if t.After(created) {
+				return append(slices.Clone(victims), late)
+			}
+			return victims
+		}})
+	s.run(reflector{c: kcm, res: "services", rvAt: s.follow("services"), onWatch: churn}, s.startup(), s.end)
+	s.want.Loops = append(s.want.Loops, loop)
+	s.servicesWatchers()
 }
 
 // buildHA is the incident on a control plane of two apiservers.

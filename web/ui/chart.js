@@ -271,7 +271,7 @@ export function drawHistogram(container, data, opts) {
 
 const UPPER_ROLES = ['static-watch', 'rv-advanced', 'watch-before', 'watch-regressed'];
 const ROLE_LABEL = {
-  'static-watch': 'culprit’s watch restarts (same resourceVersion: flat line)',
+  'static-watch': 'culprit’s watch restarts (stale resourceVersions: a low line)',
   'rv-advanced': 'other clients and writes (resourceVersion moves on: rising line)',
   'watch-before': 'watch from the highest resourceVersion used before',
   'watch-regressed': 'watch resumed from a lower resourceVersion',

@@ -15,6 +15,7 @@ const SUBJECT_LABEL = {
 const DETECTOR_LABEL = {
   'rv-rollback': { previous_resource_version: 'Head before the drop', resource_version: 'Head after the drop', conflicts: 'Conflicts (409)',
     stuck: 'Clients stuck above the new head' },
+  'watch-loop': { resource_version: 'First stale resourceVersion', stale_rvs: 'Stale resourceVersions it resumed from' },
   'heartbeat-loss': { nodes_lost: 'Nodes that stopped heartbeating', nodes_seen: 'Nodes seen heartbeating before', pods_evicted: 'Pods evicted' },
 };
 const MONO = ['resource_version', 'previous_resource_version', 'source_ip', 'user_agent', 'api_group'];
@@ -34,8 +35,8 @@ function subjectValue(v) {
     const keys = [...new Set(v.flatMap((x) => Object.keys(x)))];
     return h('table', { class: 'data subject-table' },
       h('thead', {}, h('tr', {}, ...keys.map((k) => h('th', { scope: 'col' }, k.replace(/_/g, ' '))))),
-      h('tbody', {}, ...v.map((x) => h('tr', {}, ...keys.map((k) => h('td', { class: /rv$|^from$|^until$/.test(k) ? 'mono' : null },
-        /^(from|until)$/.test(k) && Number.isFinite(parseTime(x[k])) ? fmtUTC(x[k], { ms: false }) : text(x[k])))))));
+      h('tbody', {}, ...v.map((x) => h('tr', {}, ...keys.map((k) => h('td', { class: /rv$|^from$|^until$|^first$|^last$/.test(k) ? 'mono' : null },
+        /^(from|until|first|last)$/.test(k) && Number.isFinite(parseTime(x[k])) ? fmtUTC(x[k], { ms: false }) : text(x[k])))))));
   }
   return text(v);
 }
