@@ -26,9 +26,12 @@
 // [WatchLoop] ("watch-loop") finds the static-resourceVersion watch loop
 // behind vanishing Endpoints (DOMAIN.md; Kubernetes 1.7.0–1.9.2): a
 // reflector (a program's watch: user, user-agent product, namespace,
-// selectors) re-watching Services from the same resourceVersion across
-// restarts, while the cluster was seen past it (any higher
-// resourceVersion: etcd revisions are global), each restart followed by
+// selectors) re-watching Services, restart after restart, from stale
+// resourceVersions — at or below the highest it resumed from since its
+// last relist, from the first restart that went below it; the stale one
+// drifts when other Services are deleted during the loop, and the loop
+// stays one finding — while the cluster was seen past them (any higher
+// resourceVersion: etcd revisions are global), restarts followed by
 // the same program deleting Endpoints that no Service create or delete
 // explains (a Service write explains the Endpoints writes within
 // ReactionWithin after it, nothing later). Its doc comment says exactly
@@ -37,7 +40,7 @@
 //	Resources         services    watched resources whose loop is looked for
 //	ChurnResource     endpoints   the resource whose deletes (and re-creates) are the symptom
 //	OwnerResource     services    whose create/delete explains a churn write right after it
-//	MinRestarts       3           restarts from one resourceVersion that make it "static"
+//	MinRestarts       3           restarts from stale resourceVersions that make a loop
 //	RetrySpacing      5s          watches closer than this are one restart (quick retries)
 //	FollowWithin      30s         a delete this soon after a restart follows it
 //	ReactionWithin    10s         an owner write explains the churn writes this long after it
@@ -59,22 +62,25 @@
 // A detector that implements [Stateful] is given a [StateStore] by the
 // Runner (serve, detect and import pass the [Repository], over the
 // detector_state table). The watch loop remembers there each reflector's
-// history from a static resourceVersion once churn followed it
-// (restarts, iterations, victims, first and last seen, whether a loop was
-// declared, the request that proved the cluster past it) and each
+// history once churn followed one of its restarts (where its walk stands:
+// the highest resourceVersion since its last relist, whether a loop
+// episode runs; the loop's restarts, iterations, stale resourceVersions,
+// victims, first and last seen, whether it was declared, the request that
+// proved the cluster past it) and each
 // cluster's head (the highest resourceVersion seen, the apiservers' user
 // agents). Every evaluation adds the restarts of its window that the
 // history has not counted yet, so counts add up across overlapping
 // windows and restarts of serve, and a declared loop stays one finding
-// whose last_seen follows every restart from its resourceVersion, even
-// in windows without churn.
+// whose last_seen follows every restart of the loop, even in windows
+// without churn.
 //
 // [Regression] ("watch-rv-regression") finds a client whose successive
 // watches of a resource restart from a resourceVersion lower than one it
 // already used, without relisting in between — the DELETE-event bug of
 // seed 001. Failed watches are left out and a watch-list counts as a
-// relist. A regression whose reflector and resourceVersion are those of a
-// stored watch-loop finding is information naming it (Subjects.PartOf).
+// relist. A regression of the reflector of a stored watch-loop finding,
+// to whichever resourceVersion, is information naming it
+// (Subjects.PartOf).
 // Parameters ([RegressionConfig]): Resources (default all), MaxEvidence.
 //
 // [RVRollback] ("rv-rollback") finds etcd restored from a snapshot without

@@ -38,8 +38,8 @@ type WatchLoopConfig struct {
 	// explains a churn write that follows it within ReactionWithin
 	// (default: services).
 	ChurnResource, OwnerResource string
-	// MinRestarts is the fewest watch restarts from one resourceVersion
-	// that count as "re-watching from a static resourceVersion" (default 3).
+	// MinRestarts is the fewest watch restarts from stale
+	// resourceVersions that make a loop (default 3).
 	MinRestarts int
 	// RetrySpacing: a watch started less than this after the previous
 	// watch from the same resourceVersion is a quick retry, counted with
@@ -140,7 +140,10 @@ func (c *WatchLoopConfig) setDefaults() {
 // history since X: the program's cache drops Services that were deleted
 // and re-created after X, and its endpoints controller deletes their
 // Endpoints as orphans and re-creates them — at every restart, for as long
-// as nothing newer lands at the end of the Services event stream.
+// as nothing newer lands at the end of the Services event stream. Each
+// other early Service deleted meanwhile moves the resume point to its own
+// old resourceVersion: X drifts, far behind the store, and it is still
+// one loop.
 //
 // What it needs from the audit log: the reflector's watches of Services
 // with their requestURI (Metadata level is enough: the resourceVersion is
@@ -151,18 +154,22 @@ func (c *WatchLoopConfig) setDefaults() {
 // What it claims, when all of these hold:
 //   - a reflector (one program's watch of Services: user, user-agent
 //     product, namespace, selectors — not its address, which a load
-//     balancer's source NAT or a leader change alters) started at least
-//     MinRestarts successful watches from one resourceVersion X, watch-list
-//     relists and failed watches not counted;
-//   - the cluster demonstrably moved past X: some request, at any time,
-//     showed a higher resourceVersion (etcd revisions are global);
+//     balancer's source NAT or a leader change alters) restarted at least
+//     MinRestarts successful watches from stale resourceVersions (see
+//     account: from the first restart below the highest it resumed from
+//     since its last relist, every restart at or below it, until it
+//     relists or resumes from above), failed watches not counted;
+//   - the cluster demonstrably moved past the highest of them: some
+//     request, at any time, showed a higher resourceVersion (etcd
+//     revisions are global);
 //   - after at least MinIterations of those restarts, and MinFollowedRatio
 //     of them, within FollowWithin, the same program deleted Endpoints that
 //     no create or delete of their Service explains (a Service write
 //     explains only the Endpoints writes within ReactionWithin after it).
 //
 // Once a loop is declared it is remembered (with a StateStore: see
-// EvaluateState): further restarts from X extend the same finding, its
+// EvaluateState): further restarts of the loop, from whichever stale
+// resourceVersion, extend the same finding (one per reflector), its
 // counts add up over days, and a window that shows only some of it does
 // not lose it.
 type WatchLoop struct{ cfg WatchLoopConfig }
