@@ -109,6 +109,21 @@
 // (Stateful): nodes lost of nodes seen, returns, NotReady marks, taints,
 // evictions (critical) and relists. Parameters: [HeartbeatLossConfig].
 //
+// A heartbeat is a kubelet showing the control plane its node is alive, in
+// the two ways the node-lifecycle controller watches: the node's Lease in
+// kube-node-lease created (at the kubelet's first start) or renewed
+// (update, or patch), and a patch or update of nodes/<node>/status, each
+// written by that node's own kubelet, system:node:<node>. Another user's
+// write of a Lease or node status (the node-lifecycle controller marking
+// it NotReady, the attach/detach controller), a kubelet's write of another
+// node's, and reads are none. A request counts once whatever stages the
+// log holds, at its request time, when it was served: 2xx, or 409
+// Conflict (the kubelet reached the apiserver with a stale
+// resourceVersion and retries at once), or no response stage stored.
+// 401, 403, 429 and 5xx answers are none: the Lease was not renewed. The
+// heartbeats a finding page draws (query.NodeHeartbeats) are exactly
+// these; internal/heartbeat holds the SQL both read them with.
+//
 // [RelistLoop] ("relist-loop") finds a client stuck relisting: one
 // instance's watches end within ShortWatch and its next request is a
 // relist (a list's first page or a watch-list), MinTurns times in a row,

@@ -184,14 +184,9 @@ func (c HeartbeatLossConfig) Validate() error {
 // connection hanging for ~15 minutes with no ping to notice, every node
 // NotReady and pods evicted en masse.
 //
-// Heartbeats: a kubelet's Lease update or patch in kube-node-lease (the
-// Lease named after its node) and its patch or update of nodes/<node>/status,
-// both by system:node:<node>. A request counts once whatever stages the log
-// holds (they share requestReceivedTimestamp). It counts when it reached
-// the apiserver and was served: code 2xx, or 409 Conflict (the kubelet
-// reached the apiserver; it re-reads and retries at once, as after an etcd
-// restore), or no response stage stored. 401, 403, 429 and 5xx answers are
-// not heartbeats: the node's Lease was not renewed.
+// Heartbeats are as the package documentation defines them (Lease
+// renewals and node status posts by the node's own kubelet, served or
+// answered 409).
 //
 // A node's interval is learnt from the data: the median and 90th
 // percentile of the gaps between its heartbeats over the window and the

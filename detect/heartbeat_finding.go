@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/heartbeat"
 )
 
 // Evidence caps per evaluation: a wave over a large cluster evicts
@@ -70,7 +72,7 @@ func (e *hbEval) finding(ctx context.Context, wv *hbWave) (Finding, error) {
 		relists := 0
 		for _, c := range cons {
 			var role string
-			kubelet := strings.HasPrefix(c.User, "system:node:")
+			kubelet := strings.HasPrefix(c.User, heartbeat.UserPrefix)
 			switch {
 			case !kubelet && c.Resource == "nodes" && c.Sub == "status":
 				role = RoleNotReady
@@ -90,7 +92,7 @@ func (e *hbEval) finding(ctx context.Context, wv *hbWave) (Finding, error) {
 					continue
 				}
 			default:
-				m := byNode[strings.TrimPrefix(c.User, "system:node:")]
+				m := byNode[strings.TrimPrefix(c.User, heartbeat.UserPrefix)]
 				if m == nil || m.To == 0 || c.TS < m.To-m.Interval || c.TS > m.To+usIn(e.d.cfg.After) {
 					continue
 				}

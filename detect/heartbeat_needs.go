@@ -29,9 +29,9 @@ func (d *HeartbeatLoss) Needs() []policy.Need {
 		{
 			ID: "heartbeats", Title: "kubelets' Lease renewals or node status posts", Effect: policy.Blinds, Any: true,
 			Probes: []policy.Probe{lease, status},
-			Why: "a node's heartbeats are its kubelet's updates of its Lease in kube-node-lease and its patches of nodes/<node>/status; " +
-				"the detector learns each node's interval from them and finds the nodes that stop at the same moment. Any stage counts " +
-				"(ResponseComplete tells a failed one)",
+			Why: "a node's heartbeats are its kubelet's writes (create, update) of its Lease in kube-node-lease and its patches of " +
+				"nodes/<node>/status; the detector learns each node's interval from them and finds the nodes that stop at the same " +
+				"moment. Any stage counts (ResponseComplete tells a failed one, which is no heartbeat)",
 			Loss: "no heartbeat is seen, so no wave is ever found",
 		},
 		{

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/heartbeat"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -19,24 +20,17 @@ import (
 // copies a captured array for every element (quadratic memory: a node's
 // hour of heartbeats asked for hundreds of GiB).
 
-// heartbeatFilter selects kubelets' heartbeats: the Lease of their node in
-// kube-node-lease, and their node's status, written by system:node:<node>.
-// The NodeRestriction admission plugin (on in every supported
-// configuration) lets a kubelet write only its own Node and Lease, so the
-// object's name is not compared (the engine would read the name column of
-// every heartbeat for it).
-const heartbeatFilter = `startsWith(user, 'system:node:') AND verb IN ('update', 'patch')
-          AND resource IN ('leases', 'nodes')
-          AND ((resource = 'leases' AND namespace = 'kube-node-lease' AND subresource = '')
-            OR (resource = 'nodes' AND subresource = 'status'))`
-
 // requestTimeSQL is when a request was made, in microseconds: its
 // requestReceivedTimestamp, which every stage of it carries (so grouping on
 // it counts a request once), or the stage's time in logs without one
-// (audit.k8s.io/v1alpha1 and 1.8's v1beta1).
+// (audit.k8s.io/v1alpha1 and 1.8's v1beta1). A heartbeat's time
+// (heartbeat.TimeSQL) is its request time: TestHeartbeatDefinition holds
+// the two to one expression, since a node's other requests are compared
+// with its heartbeats' times.
 const requestTimeSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
 
-// heartbeatNodesSQL returns, per node, its heartbeats' count, first and
+// heartbeatNodesSQL returns, per node, its heartbeats' (package
+// internal/heartbeat says which requests are heartbeats) count, first and
 // last time, median and 90th-percentile gap, the gap that makes it lost
 // (max(k × median, 1.5 × p90, floor)) and the gaps longer than that, each
 // from the heartbeat before it to the one after.
@@ -44,14 +38,14 @@ const requestTimeSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 
 // The stages of one request share its request time. Each stage is one
 // number, time × 1000 + code, so that sorting a node's numbers puts a
 // request's stages together with its highest code last; only that one is
-// kept, and counts when its code is 2xx or 409, or 0 (no response stage
-// stored). One sort of integers per node is much cheaper than grouping
-// millions of rows by request. Each step is its own subquery: an alias
+// kept, and counts when its code does (heartbeat.CountsSQL). One sort of
+// integers per node is much cheaper than grouping millions of rows by
+// request. Each step is its own subquery: an alias
 // used twice in one SELECT is computed twice when it holds a lambda. The
 // rows are sorted here (selectNodes), not by ORDER BY: over 100M events
 // (50 nodes of 450k heartbeats each) the engine took 12 s with it and 4 s
 // without.
-const heartbeatNodesSQL = `SELECT cluster, node, length(beats) AS n, beats[1] AS first_t, beats[-1] AS last_t, med, p90, thr,
+var heartbeatNodesSQL = `SELECT cluster, node, length(beats) AS n, beats[1] AS first_t, beats[-1] AS last_t, med, p90, thr,
        arrayFilter((f, g) -> g > thr, arrayPopBack(beats), gaps) AS gap_from,
        arrayFilter((f, g) -> g > thr, arrayPopFront(beats), gaps) AS gap_to
 FROM (
@@ -65,12 +59,12 @@ FROM (
             FROM (
                 SELECT cluster, node,
                        arrayMap(k -> intDiv(k, 1000), arrayFilter((k, next) -> intDiv(k, 1000) != intDiv(next, 1000)
-                           AND (k % 1000 = 0 OR (k % 1000 >= 200 AND k % 1000 < 300) OR k % 1000 = 409),
+                           AND ` + heartbeat.CountsSQL("k % 1000") + `,
                            stages, arrayPushBack(arrayPopFront(stages), toInt64(0)))) AS beats
                 FROM (
-                    SELECT cluster, substring(user, 13) AS node, arraySort(groupArray(` + requestTimeSQL + ` * 1000 + code)) AS stages
+                    SELECT cluster, ` + heartbeat.NodeSQL + ` AS node, arraySort(groupArray(` + heartbeat.TimeSQL + ` * 1000 + code)) AS stages
                     FROM audit_events
-                    WHERE %WINDOW% AND ` + heartbeatFilter + ` AND code >= 0 AND code < 1000
+                    WHERE %WINDOW% AND ` + heartbeat.FilterSQL + ` AND code >= 0 AND code < 1000
                     GROUP BY cluster, user
                 )
             )
@@ -176,7 +170,7 @@ GROUP BY name`
 // as a policy that stopped logging them, or they failed.
 const activitySQL = `SELECT node, count() AS n
 FROM (
-    SELECT substring(user, 13) AS node, indexOf({nodes:Array(String)}, node) AS i, ` + requestTimeSQL + ` AS t
+    SELECT ` + heartbeat.NodeSQL + ` AS node, indexOf({nodes:Array(String)}, node) AS i, ` + requestTimeSQL + ` AS t
     FROM audit_events
     WHERE %WINDOW% AND cluster = {cluster:String} AND user IN {users:Array(String)}
 )
@@ -206,7 +200,7 @@ func (d *HeartbeatLoss) selectIntent(ctx context.Context, q Querier, w Window, c
 func selectActive(ctx context.Context, q Querier, w Window, cluster string, nodes []string, lo, hi []int64) (map[string]bool, error) {
 	users := make([]string, len(nodes))
 	for i, n := range nodes {
-		users[i] = "system:node:" + n
+		users[i] = heartbeat.User(n)
 	}
 	p := store.Params{"cluster": stringParam(cluster), "nodes": arrayParam(nodes), "users": arrayParam(users),
 		"lo": intArrayParam(lo), "hi": intArrayParam(hi)}
@@ -284,7 +278,7 @@ type consequenceRow struct {
 func (d *HeartbeatLoss) selectConsequences(ctx context.Context, q Querier, w Window, cluster string, nodes []string) ([]consequenceRow, error) {
 	users := make([]string, len(nodes))
 	for i, n := range nodes {
-		users[i] = "system:node:" + n
+		users[i] = heartbeat.User(n)
 	}
 	p := store.Params{"cluster": stringParam(cluster), "nodes": arrayParam(nodes), "users": arrayParam(users),
 		"lifecycle": arrayParam(d.cfg.LifecycleUsers), "evictors": arrayParam(d.cfg.EvictionUsers)}
@@ -303,10 +297,10 @@ func (d *HeartbeatLoss) selectConsequences(ctx context.Context, q Querier, w Win
 // named by node and request time ("node/microseconds"): the last
 // heartbeat before each gap and the first after it. The window is narrowed
 // to the times asked for.
-const boundarySQL = `SELECT ` + eventColumns + `, concat(substring(user, 13), '/', toString(` + requestTimeSQL + `)) AS key
+const boundarySQL = `SELECT ` + eventColumns + `, concat(` + heartbeat.NodeSQL + `, '/', toString(` + heartbeat.TimeSQL + `)) AS key
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND ` + heartbeatFilter + `
-  AND name IN {nodes:Array(String)} AND ` + requestTimeSQL + ` IN {times:Array(Int64)} AND key IN {keys:Array(String)}
+WHERE %WINDOW% AND cluster = {cluster:String} AND ` + heartbeat.FilterSQL + `
+  AND name IN {nodes:Array(String)} AND ` + heartbeat.TimeSQL + ` IN {times:Array(Int64)} AND key IN {keys:Array(String)}
 ORDER BY ts, stage`
 
 type boundaryRow struct {

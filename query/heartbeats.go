@@ -8,12 +8,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/heartbeat"
 	"github.com/auditlens/auditlens/store"
 )
 
 // Heartbeats are the kubelets' heartbeats in a time range: the JSON of
 // GET /api/v1/heartbeats, which the finding page draws one lane per node
-// for a heartbeat-loss finding.
+// for a heartbeat-loss finding. They are the requests the heartbeat-loss
+// detector counts (internal/heartbeat says which), at the times it counts
+// them.
 type Heartbeats struct {
 	Cluster string    `json:"cluster"`
 	Since   time.Time `json:"since"`
@@ -37,14 +40,15 @@ type NodeBeats struct {
 
 // Beat is one heartbeat request of a kubelet.
 type Beat struct {
+	// Time is when the request was made (its requestReceivedTimestamp).
 	Time    time.Time `json:"time"`
 	AuditID string    `json:"audit_id"`
-	// Kind is "lease" (its Lease in kube-node-lease renewed) or "status"
-	// (its Node's status posted).
+	// Kind is "lease" (its Lease in kube-node-lease created or renewed)
+	// or "status" (its Node's status posted).
 	Kind string `json:"kind"`
 	Verb string `json:"verb"`
-	// Code is the response code; 0 when only RequestReceived was
-	// recorded. A 409 is a renewal from a stale resourceVersion.
+	// Code is the response code: 2xx, or 409 (a renewal from a stale
+	// resourceVersion), or 0 when no response stage was recorded.
 	Code int32 `json:"code"`
 }
 
@@ -74,20 +78,18 @@ const (
 	MaxHeartbeatSpan = 7 * 24 * time.Hour
 )
 
-// heartbeatWhere selects a kubelet's heartbeats: its Lease in
-// kube-node-lease written, or its Node's status, by the node itself
-// (system:node:<name>; the node-lifecycle controller's status writes are
-// no heartbeat). The leading conditions follow the table's sort key.
+// heartbeatWhere selects the stages of the kubelets' heartbeat requests
+// (heartbeat.FilterSQL) of one cluster and time range. The leading
+// conditions follow the table's sort key.
 const heartbeatWhere = `
 WHERE cluster = {cluster:String}
   AND ts >= {since:DateTime64(6, 'UTC')} AND ts < {until:DateTime64(6, 'UTC')}
-  AND ((resource = 'leases' AND namespace = 'kube-node-lease' AND subresource = '') OR (resource = 'nodes' AND subresource = 'status'))
-  AND verb IN ('create', 'update', 'patch')
-  AND user = concat('system:node:', name)`
+  AND ` + heartbeat.FilterSQL
 
 // NodeHeartbeats returns the heartbeats of opt.Nodes, and of up to
 // opt.Others more nodes, in [opt.Since, opt.Until) of one cluster: one
-// per request (its first recorded time, its response code).
+// per request (its request time, its response code), failed requests
+// left out as the detector leaves them out.
 func NodeHeartbeats(ctx context.Context, st Selecter, opt HeartbeatOptions) (Heartbeats, error) {
 	hb := Heartbeats{Cluster: opt.Cluster, Since: opt.Since.UTC(), Until: opt.Until.UTC(), Nodes: []NodeBeats{}}
 	switch {
@@ -121,8 +123,13 @@ func NodeHeartbeats(ctx context.Context, st Selecter, opt HeartbeatOptions) (Hea
 	var others []string
 	if opt.Others > 0 {
 		p["others"] = strconv.Itoa(opt.Others)
-		sql := `SELECT name AS n FROM audit_events` + heartbeatWhere + `
-  AND name NOT IN {nodes:Array(String)}
+		sql := `SELECT n FROM (
+    SELECT ` + heartbeat.NodeSQL + ` AS n, ` + heartbeat.TimeSQL + ` AS t, max(code) AS cd
+    FROM audit_events` + heartbeatWhere + `
+      AND name NOT IN {nodes:Array(String)}
+    GROUP BY n, t
+    HAVING ` + heartbeat.CountsSQL("cd") + `
+)
 GROUP BY n
 ORDER BY n
 LIMIT {others:UInt32}`
@@ -149,11 +156,13 @@ LIMIT {others:UInt32}`
 	}
 	bp := store.Params{"cluster": p["cluster"], "since": p["since"], "until": p["until"],
 		"nodes": store.StringArrayParam(all), "per": strconv.Itoa(opt.PerNode + 1)}
-	// One row per request: a policy may record two or three stages of it.
-	sql := `SELECT name AS n, audit_id AS id, toUnixTimestamp64Micro(min(ts)) AS t, any(resource) AS res, any(verb) AS vb, max(code) AS cd
+	// One row per request: a policy may record two or three stages of it,
+	// which share its request time.
+	sql := `SELECT ` + heartbeat.NodeSQL + ` AS n, ` + heartbeat.TimeSQL + ` AS t, min(audit_id) AS id, any(resource) AS res, any(verb) AS vb, max(code) AS cd
 FROM audit_events` + heartbeatWhere + `
   AND name IN {nodes:Array(String)}
-GROUP BY n, id
+GROUP BY n, t
+HAVING ` + heartbeat.CountsSQL("cd") + `
 ORDER BY n, t, id
 LIMIT {per:UInt32} BY n`
 	err := st.Select(ctx, sql, bp, func(row []byte) error {

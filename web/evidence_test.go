@@ -31,8 +31,9 @@ func TestEvidenceAPI(t *testing.T) {
 			stages = []string{"ResponseComplete"}
 		}
 		for i, stage := range stages {
+			// Every stage carries the request's requestReceivedTimestamp.
 			e := r
-			e.Stage, e.Time = stage, r.Time.Add(time.Duration(i)*3*time.Millisecond)
+			e.Stage, e.Time, e.ReceivedAt = stage, r.Time.Add(time.Duration(i)*3*time.Millisecond), r.Time
 			if stage == "RequestReceived" {
 				e.Code = 0
 			}

@@ -234,7 +234,7 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
         paths[k] += k === 'status' ? `M${px},${ly + 1}V${ly + 9}` : `M${px},${ly - 6}V${ly + 6}`;
       }
       for (const [k, d] of Object.entries(paths)) {
-        if (d) g.appendChild(s('path', { class: 'beats beat-' + k, d }, s('title', {}, `${lane.node}: ${k === 'lease' ? 'Lease renewals' : k === 'status' ? 'node status posts' : 'heartbeats answered with an error (a 409 is a renewal from a stale resourceVersion)'}`)));
+        if (d) g.appendChild(s('path', { class: 'beats beat-' + k, d }, s('title', {}, `${lane.node}: ${k === 'lease' ? 'Lease renewals' : k === 'status' ? 'node status posts' : 'heartbeats answered 409 Conflict (renewals from a stale resourceVersion)'}`)));
       }
       g.dataset.beats = String(beats.length);
       for (const e of items) {
@@ -278,7 +278,7 @@ export async function drawHeartbeatLanes(container, f, width, signal) {
   const has = (sel) => svg.querySelector(sel) !== null;
   const legend = h('ul', { class: 'legend evidence-legend', 'aria-label': 'Legend' },
     has('.beat-lease') ? legendItem('mark-beat', 'Lease renewal') : null, has('.beat-status') ? legendItem('mark-beat status', 'node status post') : null,
-    has('.beat-failed') ? legendItem('mark-beat failed', 'heartbeat answered with an error (409: a stale resourceVersion)') : null,
+    has('.beat-failed') ? legendItem('mark-beat failed', 'heartbeat answered 409 Conflict (a stale resourceVersion)') : null,
     has('rect.gap') ? legendItem('mark-gap', 'no heartbeat') : null, has('.feed-gap') ? legendItem('mark-feed-gap', 'no event at all (audit feed gap)') : null,
     has('.mark.last-heartbeat') ? legendItem('mark-last', 'last heartbeat') : null, has('.mark.not-ready') ? legendItem('mark-not-ready', 'marked NotReady') : null,
     has('.mark.taint') ? legendItem('mark-taint', 'taint written (added, or removed on return)') : null,
