@@ -264,3 +264,39 @@ func TestRelistHerdLookBack(t *testing.T) {
 		})
 	}
 }
+
+// TestRelistHerdRolloutSeeds: whatever the seed draws (kubelets,
+// Deployments, when and how fast the rollout lands), the rollout's first
+// reads — at least ten kubelets listing ConfigMaps by name within a
+// minute, as the trace is checked to hold — make no herd.
+func TestRelistHerdRolloutSeeds(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("relist-herd-rollout")
+	for seed := int64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			tr := sc.Generate(scenario.Compressed, scenario.Start, seed)
+			readers := map[string]bool{}
+			var first time.Time
+			for _, ev := range tr.Events {
+				if ev.Verb != "list" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "configmaps" || ev.ObjectRef.Name == "" {
+					continue
+				}
+				at := ev.RequestReceivedTimestamp.Time
+				if first.IsZero() {
+					first = at
+				}
+				if at.Sub(first) <= time.Minute {
+					readers[ev.User.Username] = true
+				}
+			}
+			if len(readers) < 10 {
+				t.Fatalf("%d kubelets read a ConfigMap within a minute of the first, want 10 or more", len(readers))
+			}
+			cluster := fmt.Sprintf("relist-rollout-%d", seed)
+			w := span(importTrace(t, st, tr, cluster), cluster)
+			for _, f := range evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{}), st, w) {
+				t.Errorf("herd %s", f.Title)
+			}
+		})
+	}
+}
