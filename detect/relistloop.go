@@ -108,14 +108,17 @@ func (c *RelistLoopConfig) setDefaults() {
 // ResponseComplete stage (when they ended) and its lists, Metadata level
 // (the requestURI tells a watch-list and a list's continue token).
 //
-// What it claims: one client instance (user, user agent, address,
-// resource, namespace and selectors) made at least MinTurns turns, each
-// no more than MaxGap after the one before: a watch (plain, or a
-// watch-list: sendInitialEvents=true with resourceVersionMatch=NotOlderThan)
-// that succeeded (2xx, or 410) and ended within ShortWatch of its start,
-// whose next request from that instance was a relist (a list without a
+// What it claims: one client re-reading one target (internal/reflector's
+// ClientSQL and TargetSQL: a program instance, and the resource,
+// namespace, object name and selectors it reads) made at least MinTurns
+// turns, each no more than MaxGap after the one before: a watch of the
+// target (plain, or a watch-list: sendInitialEvents=true with
+// resourceVersionMatch=NotOlderThan) that succeeded (2xx, or 410) and
+// ended within ShortWatch of its start, whose next request from that
+// client for that target was a list (reflector.ListSQL: a list without a
 // continue token, or a watch-list) sent within FollowWithin after the
-// watch ended. Pages of a paginated list (continue=…) are one relist.
+// watch ended — a relist by reflector.RelistSQL's rule, the watch having
+// come first. Pages of a paginated list (continue=…) are one relist.
 //
 // One finding per client and resource: the program identity of
 // internal/reflector (user, user-agent product, the apiserver of a
