@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -80,13 +81,10 @@ const reflectorKey = "cityHash64(user, user_agent, source_ip, api_group, resourc
 // apiserverInstanceSQL names the apiserver of a loopback request.
 const apiserverInstanceSQL = "if(user = 'system:apiserver', toString(apiserver), '')"
 
-// isListSQL is true for a list and for a watch-list (a watch with
-// sendInitialEvents=true, how reflectors relist since 1.32): both start a
-// reflector over. The apiserver accepts sendInitialEvents only with
-// resourceVersionMatch=NotOlderThan, and resourceVersionMatch on a watch
-// only with sendInitialEvents, so the req_rv_match column (a small
-// LowCardinality column) tells a watch-list without reading request URIs.
-const isListSQL = "(verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'))"
+// isListSQL is true for a list and for a watch-list (internal/reflector's
+// ListSQL): both start a reflector over. The continue pages of a list are
+// part of it (no further start: they follow its first page).
+const isListSQL = refl.ListSQL
 
 // suspectsSQL finds, cheaply, the reflectors whose watches went back: a
 // reflector's first step back since its last list is a watch whose

@@ -45,7 +45,8 @@ func (d *RelistLoop) Needs() []policy.Need {
 
 // Needs is what relist-herd must see in the audit log: the lists (and
 // watch-lists) of many clients, each told apart by user, user agent and
-// address, at level Metadata.
+// address, at level Metadata, and their watches, which tell a relist from
+// a client's first read.
 func (d *RelistHerd) Needs() []policy.Need {
 	return []policy.Need{
 		{
@@ -63,8 +64,10 @@ func (d *RelistHerd) Needs() []policy.Need {
 		{
 			ID: "node-watch-lists", Title: "watch-lists by kubelets", Effect: policy.Weakens,
 			Probes: []policy.Probe{policy.NewProbe(policy.Kubelet, "watch", "", "pods", "", policy.WatchStages)},
-			Why:    "clients with watch-list (client-go 1.32+) relist with a watch (sendInitialEvents=true), which policies that drop watches hide",
-			Loss:   "herds of watch-list clients go unseen",
+			Why: "clients with watch-list (client-go 1.32+) relist with a watch (sendInitialEvents=true), which policies that drop watches " +
+				"hide; and a list is a relist only when its client had read or watched the same target before: a kubelet's watches, " +
+				"in the window or the look-back before it, show that it holds its Pods when it lists them again",
+			Loss: "herds of watch-list clients go unseen, and so do relists of clients whose earlier list is older than the look-back",
 		},
 	}
 }

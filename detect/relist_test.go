@@ -3,6 +3,7 @@ package detect_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/store"
 )
 
 // TestRelistScenarios imports every scenario at both time scales and holds
@@ -189,6 +191,111 @@ func TestRelistGolden(t *testing.T) {
 			}
 			if !bytes.Equal(buf.Bytes(), want) {
 				t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+			}
+		})
+	}
+}
+
+// TestRelistHerdLookBack: twelve kubelets list their Pods at once, each
+// having listed them once before, minutes before the window starts. The
+// earlier lists are in the look-back, so these are relists and a herd;
+// with a look-back that does not reach them they are first reads, and
+// silent; a herd of first reads of different ConfigMaps (a rollout) is
+// silent whatever the look-back.
+func TestRelistHerdLookBack(t *testing.T) {
+	st := engine(t)
+	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		before   time.Duration // when each kubelet read first, before the window
+		res      string
+		lookBack time.Duration
+		herd     bool
+	}{
+		{"earlier read just before the window", 2 * time.Minute, "pods", 0, true},
+		{"earlier read beyond the look-back", 2 * time.Minute, "pods", time.Minute, false},
+		{"first reads of different configmaps", 0, "configmaps", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := "relist-lookback-" + tc.name
+			var rows []store.Row
+			n := 0
+			add := func(at time.Duration, verb, user, res, ns, name, fields string) {
+				n++
+				ts := t0.Add(at)
+				rows = append(rows, store.Row{Cluster: cluster, AuditID: fmt.Sprintf("%s-%04d", cluster, n), Stage: "ResponseComplete",
+					Level: "Metadata", Verb: verb, RequestURI: "/api/v1/" + res, Time: ts.Add(8 * time.Millisecond), ReceivedAt: ts,
+					User: user, UserAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/abc1234", SourceIP: "10.0.1.1",
+					Resource: res, APIVersion: "v1", Namespace: ns, Name: name, FieldSelector: fields, Code: 200, Watch: verb == "watch"})
+			}
+			// The cluster's steady traffic over the window: node status.
+			for s := time.Duration(0); s < 10*time.Minute; s += 10 * time.Second {
+				add(s, "patch", "system:node:node-0", "nodes", "", "node-0", "")
+			}
+			for i := range 12 {
+				user := fmt.Sprintf("system:node:node-%d", i)
+				at := 3*time.Minute + time.Duration(i)*time.Second
+				switch tc.res {
+				case "pods":
+					sel := fmt.Sprintf("spec.nodeName=node-%d", i)
+					add(-tc.before, "list", user, "pods", "", "", sel)
+					add(at, "list", user, "pods", "", "", sel)
+				case "configmaps":
+					// Each kubelet read configmaps before in the window
+					// (another object), then the new pod's own.
+					add(30*time.Second, "list", user, "configmaps", "shop", "old", "metadata.name=old")
+					add(at, "list", user, "configmaps", "shop", fmt.Sprintf("app-%d", i), fmt.Sprintf("metadata.name=app-%d", i))
+				}
+			}
+			if err := st.Insert(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+			w := detect.Window{Since: t0, Until: t0.Add(10 * time.Minute), Clusters: []string{cluster}}
+			herds := evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{LookBack: tc.lookBack}), st, w)
+			if !tc.herd {
+				for _, f := range herds {
+					t.Errorf("herd %s", f.Title)
+				}
+				return
+			}
+			if len(herds) != 1 || len(herds[0].Evidence) != 12 || herds[0].Subjects.Resource != tc.res {
+				t.Fatalf("%d herds, want one of 12 kubelets on %s: %+v", len(herds), tc.res, herds)
+			}
+		})
+	}
+}
+
+// TestRelistHerdRolloutSeeds: whatever the seed draws (kubelets,
+// Deployments, when and how fast the rollout lands), the rollout's first
+// reads — at least ten kubelets listing ConfigMaps by name within a
+// minute, as the trace is checked to hold — make no herd.
+func TestRelistHerdRolloutSeeds(t *testing.T) {
+	st := engine(t)
+	sc, _ := scenario.ByName("relist-herd-rollout")
+	for seed := int64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			tr := sc.Generate(scenario.Compressed, scenario.Start, seed)
+			readers := map[string]bool{}
+			var first time.Time
+			for _, ev := range tr.Events {
+				if ev.Verb != "list" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "configmaps" || ev.ObjectRef.Name == "" {
+					continue
+				}
+				at := ev.RequestReceivedTimestamp.Time
+				if first.IsZero() {
+					first = at
+				}
+				if at.Sub(first) <= time.Minute {
+					readers[ev.User.Username] = true
+				}
+			}
+			if len(readers) < 10 {
+				t.Fatalf("%d kubelets read a ConfigMap within a minute of the first, want 10 or more", len(readers))
+			}
+			cluster := fmt.Sprintf("relist-rollout-%d", seed)
+			w := span(importTrace(t, st, tr, cluster), cluster)
+			for _, f := range evaluate(t, detect.NewRelistHerd(detect.RelistHerdConfig{}), st, w) {
+				t.Errorf("herd %s", f.Title)
 			}
 		})
 	}

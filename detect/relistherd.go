@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	refl "github.com/auditlens/auditlens/internal/reflector"
@@ -42,6 +41,12 @@ type RelistHerdConfig struct {
 	// at the end of a heartbeat gap; clients relist after a restore once
 	// the apiserver is back.
 	LinkBefore, LinkAfter time.Duration
+	// LookBack is how far before the window the detector reads the
+	// clients' earlier requests, so that a read early in the window of a
+	// target its client had read before the window is a relist (default
+	// 30m: longer than a watch lasts, 5–10 minutes, so a client that
+	// holds a target shows a request of it in the look-back).
+	LookBack time.Duration
 	// Remember is how long a herd is remembered, so that later windows,
 	// which see its start cut off, give it the same ID (default 2h).
 	Remember time.Duration
@@ -62,6 +67,9 @@ func (c *RelistHerdConfig) setDefaults() {
 	if c.LinkAfter <= 0 {
 		c.LinkAfter = 10 * time.Minute
 	}
+	if c.LookBack <= 0 {
+		c.LookBack = 30 * time.Minute
+	}
 	if c.Remember <= 0 {
 		c.Remember = 2 * time.Hour
 	}
@@ -77,14 +85,20 @@ func (c *RelistHerdConfig) setDefaults() {
 // relist is a full list the apiservers serve; thousands at once can
 // overload them and etcd.
 //
-// A relist is a list without a continue token (the pages of a paginated
-// list are one relist) or a watch-list (sendInitialEvents=true, how
-// reflectors relist since 1.32) by a client that had already watched or
-// listed the resource in the window: a client's first list — nodes or
-// controllers starting together — is no relist. A client is a program instance: user,
-// user-agent product, address (the kubelets of different nodes, the
-// kube-proxies of different nodes, the pods of a Deployment are different
-// clients; one program's many informers are one).
+// A relist is as internal/reflector defines it: a list (a list without a
+// continue token — the pages of a paginated list are one relist — or a
+// watch-list, sendInitialEvents=true, how reflectors relist since 1.32)
+// of a target (resource, namespace, name and selectors: the same
+// collection or object) that the same client had already read or watched
+// earlier in the window or in the LookBack before it. A client's first
+// read of a target is no relist: nodes or controllers starting together,
+// or the kubelets a Deployment's rollout lands pods on, each reading the
+// pod's ConfigMaps and Secrets for the first time (one field-selected
+// read per object). A client is a program instance: user, user-agent
+// product, address (the kubelets of different nodes, the kube-proxies of
+// different nodes, the pods of a Deployment are different clients; one
+// program's many informers are one); a kubelet is one client whatever its
+// address.
 //
 // What it claims: within 60 seconds at least MinClients distinct clients
 // relisted one resource, and at least Factor times as many as the
@@ -100,15 +114,15 @@ func (c *RelistHerdConfig) setDefaults() {
 // is information.
 type RelistHerd struct {
 	cfg RelistHerdConfig
-	// figs keeps, by finding ID, the figures of the latest evaluation,
+	// figs keeps, by finding ID, the figures of the latest evaluations,
 	// which the text of a merged finding names.
-	figs sync.Map
+	figs *recent[herdFigures]
 }
 
 // NewRelistHerd returns the detector with cfg's parameters.
 func NewRelistHerd(cfg RelistHerdConfig) *RelistHerd {
 	cfg.setDefaults()
-	return &RelistHerd{cfg: cfg}
+	return &RelistHerd{cfg: cfg, figs: newRecent[herdFigures](recentFindings)}
 }
 
 // Name implements Detector.
@@ -119,63 +133,69 @@ func (d *RelistHerd) Config() RelistHerdConfig { return d.cfg }
 
 const herdStep = 30 * time.Second
 
-// relistSQL is true for a relist: a list's first page or a watch-list.
-const relistSQL = `((verb = 'list' AND req_continue = '') OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'))`
-
-// herdClientSQL hashes a client: a program instance.
-const herdClientSQL = `cityHash64(user, ` + refl.ProgramSQL + `, source_ip, ` + refl.InstanceSQL + `)`
-
-// herdStartSQL is when a request was made, in microseconds.
-const herdStartSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+// herdRequestsSQL returns one row per request (audit ID) that read or
+// watched a resource (reflector.SeenSQL) from the look-back's start
+// ({%WINDOW%} is the window widened by LookBack), with r_relist true for
+// the relists (reflector.RelistSQL of the lists, reflector.ListSQL) and
+// r_in for the requests the window holds (a stage at or after {judge}).
+// %COLUMNS% are further columns of each request (aggregates of its
+// stages, named g_*); %WHERE% narrows the rows.
+const herdRequestsSQL = `SELECT *, ` + refl.RelistSQL + ` AS r_relist
+FROM (
+    SELECT cluster, audit_id, any(api_group) AS r_api_group, any(resource) AS r_resource, any(g_client) AS r_client,
+           any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read,
+           max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in%COLUMNS%
+    FROM (
+        SELECT *, request_uri, received_at, ` + refl.ClientSQL + ` AS g_client, ` + refl.TargetSQL + ` AS g_target,
+               ` + refl.StartSQL + ` AS g_start, ` + refl.ListSQL + ` AS g_read
+        FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
+        WHERE %WINDOW% AND ` + refl.SeenSQL + `%WHERE%
+    )
+    GROUP BY cluster, audit_id
+)`
 
 // herdCountsSQL counts, for each resource, the distinct clients that
 // relisted it in each 60 s window starting every 30 s (each request counts
 // in the two windows that hold its 30 s step), and keeps the resources
 // with a window of at least min_clients: their windows' counts, for the
 // median, and the windows themselves.
-const herdCountsSQL = `SELECT cluster, api_group, resource, groupArray(win) AS wins, groupArray(clients) AS counts
+var herdCountsSQL = `SELECT cluster, r_api_group AS api_group, r_resource AS resource, groupArray(win) AS wins, groupArray(clients) AS counts
 FROM (
-    SELECT cluster, api_group, resource, win, uniqExact(r_client) AS clients
+    SELECT cluster, r_api_group, r_resource, win, uniqExact(r_client) AS clients
     FROM (
-        SELECT cluster, api_group, resource, ` + herdClientSQL + ` AS r_client,
-               intDiv(` + herdStartSQL + `, 30000000) * 30 AS r_step
-        FROM audit_events
-        WHERE %WINDOW% AND ` + relistSQL + `%RESOURCES%
+        SELECT cluster, r_api_group, r_resource, r_client, intDiv(r_start, 30000000) * 30 AS r_step
+        FROM (` + herdRequests("", "%RESOURCES%") + `)
+        WHERE r_relist AND r_in
     )
     ARRAY JOIN [r_step, r_step - 30] AS win
-    GROUP BY cluster, api_group, resource, win
+    GROUP BY cluster, r_api_group, r_resource, win
 )
-GROUP BY cluster, api_group, resource
+GROUP BY cluster, r_api_group, r_resource
 HAVING max(clients) >= {min_clients:UInt32}`
+
+// herdRequests fills herdRequestsSQL's further columns and conditions.
+func herdRequests(columns, where string) string {
+	return strings.Replace(strings.Replace(herdRequestsSQL, "%COLUMNS%", columns, 1), "%WHERE%", where, 1)
+}
 
 const clusterSpanSQL = `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
 FROM audit_events WHERE %WINDOW% GROUP BY cluster`
 
 // herdClientsSQL returns each client's first relist of a resource in a
-// herd's span (h: a relist in [from_us, to_us)), how many relists it sent
-// there, and whether it had watched or listed the resource before in the
-// window (a client's first list — a node or a controller starting — is no
-// relist).
-const herdClientsSQL = `SELECT toString(c) AS client, argMinIf(audit_id, s, h) AS audit_id, argMinIf(g_stage, s, h) AS stage,
-       minIf(s, h) AS start, argMinIf(g_user, s, h) AS user, argMinIf(g_user_agent, s, h) AS user_agent,
-       argMinIf(g_source_ip, s, h) AS source_ip, argMinIf(g_verb, s, h) AS verb, argMinIf(g_namespace, s, h) AS namespace,
-       argMinIf(g_uri, s, h) AS uri, argMinIf(g_code, s, h) AS code, argMinIf(g_rv, s, h) AS rv, countIf(h) AS relists,
-       toBool(min(s) < minIf(s, h)) AS before
-FROM (
-    SELECT audit_id, any(r_client) AS c, min(r_start) AS s, max(r_relist) AND s >= {from_us:Int64} AND s < {to_us:Int64} AS h,
-           argMin(stage, ts) AS g_stage, any(user) AS g_user,
-           any(toString(user_agent)) AS g_user_agent, any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb,
-           any(namespace) AS g_namespace, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv
-    FROM (
-        SELECT *, request_uri, received_at, ` + herdClientSQL + ` AS r_client, ` + herdStartSQL + ` AS r_start, ` + relistSQL + ` AS r_relist
-        FROM audit_events
-        WHERE %WINDOW% AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}
-          AND verb IN ('watch', 'list')
-    )
-    GROUP BY audit_id
-)
-GROUP BY c
-HAVING countIf(h) > 0
+// herd's span (h: a relist the window holds that started in [from_us,
+// to_us)) and how many relists it sent there.
+var herdClientsSQL = `SELECT toString(r_client) AS client, argMin(audit_id, r_start) AS audit_id, argMin(g_stage, r_start) AS stage,
+       min(r_start) AS start, argMin(g_user, r_start) AS user, argMin(g_user_agent, r_start) AS user_agent,
+       argMin(g_source_ip, r_start) AS source_ip, argMin(g_verb, r_start) AS verb, argMin(g_namespace, r_start) AS namespace,
+       argMin(g_name, r_start) AS name, argMin(g_uri, r_start) AS uri, argMin(g_code, r_start) AS code,
+       argMin(g_rv, r_start) AS rv, count() AS relists
+FROM (` + herdRequests(`,
+           argMin(stage, ts) AS g_stage, any(user) AS g_user, any(toString(user_agent)) AS g_user_agent,
+           any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb, any(namespace) AS g_namespace, any(name) AS g_name,
+           any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv`,
+	` AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}`) + `)
+WHERE r_relist AND r_in AND r_start >= {from_us:Int64} AND r_start < {to_us:Int64}
+GROUP BY r_client
 ORDER BY start, client`
 
 type herdKey struct {
@@ -203,11 +223,11 @@ type herdClient struct {
 	SourceIP  string `json:"source_ip"`
 	Verb      string `json:"verb"`
 	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 	URI       string `json:"uri"`
 	Code      int32  `json:"code"`
 	RV        string `json:"rv"`
 	Relists   int    `json:"relists"`
-	Before    bool   `json:"before"`
 }
 
 // Evaluate implements Detector: one window, nothing remembered.
@@ -230,6 +250,12 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 	expand := func(sql string) string {
 		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
 	}
+	// The relists are judged against the look-back before the window.
+	reads := store.Params{"judge": timeParam(w.Since)}
+	for k, v := range p {
+		reads[k] = v
+	}
+	lookBack := d.lookBack(w)
 	// The resources with a window of enough clients, with all their
 	// windows.
 	type resourceCounts struct {
@@ -238,7 +264,8 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		Counts []int   `json:"counts"`
 	}
 	var cands []resourceCounts
-	err := selectRows(ctx, q, "relists by resource and minute", expand(herdCountsSQL), p, func(r resourceCounts) error {
+	countsSQL := strings.Replace(strings.Replace(herdCountsSQL, "%WINDOW%", windowParams(lookBack, reads), 1), "%RESOURCES%", res, 1)
+	err := selectRows(ctx, q, "relists by resource and minute", countsSQL, reads, func(r resourceCounts) error {
 		cands = append(cands, r)
 		return nil
 	})
@@ -341,23 +368,28 @@ func median(counts []int, n int) float64 {
 	return float64(v[len(v)/2-1]+v[len(v)/2]) / 2
 }
 
+// lookBack is the window widened by LookBack: the rows that judge its
+// reads.
+func (d *RelistHerd) lookBack(w Window) Window {
+	return Window{Since: w.Since.Add(-d.cfg.LookBack), Until: w.Until, Clusters: w.Clusters}
+}
+
 // finding builds the finding of one herd from its clients' relists.
 func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRun) (Finding, error) {
 	p := store.Params{"cluster": stringParam(r.Cluster), "group": stringParam(r.APIGroup), "resource": stringParam(r.Resource),
-		"from_us": strconv.FormatInt(r.from.UnixMicro(), 10), "to_us": strconv.FormatInt(r.to.UnixMicro(), 10)}
-	ww := Window{Since: w.Since, Until: minTime(w.Until, r.to.Add(time.Minute))}
+		"from_us": strconv.FormatInt(r.from.UnixMicro(), 10), "to_us": strconv.FormatInt(r.to.UnixMicro(), 10),
+		"judge": timeParam(w.Since)}
+	ww := d.lookBack(w)
+	ww.Until, ww.Clusters = minTime(w.Until, r.to.Add(time.Minute)), nil
 	sql := strings.Replace(herdClientsSQL, "%WINDOW%", windowParams(ww, p), 1)
 	f := Finding{
 		ID: r.id, Detector: RelistHerdName, Cluster: r.Cluster, Severity: Warning,
 		Subjects: Subjects{Resource: r.Resource, APIGroup: r.APIGroup},
 	}
 	err := selectRows(ctx, q, "the herd's clients", sql, p, func(c herdClient) error {
-		if !c.Before {
-			return nil // its first list in the window: starting, not relisting
-		}
 		f.Evidence = append(f.Evidence, Evidence{AuditID: c.AuditID, Stage: c.Stage, Time: micros(c.Start), Verb: c.Verb,
-			Resource: r.Resource, Namespace: c.Namespace, User: c.User, RequestURI: c.URI, Code: c.Code, Role: RoleRelist,
-			ResourceVersion: c.RV})
+			Resource: r.Resource, Namespace: c.Namespace, Name: c.Name, User: c.User, RequestURI: c.URI, Code: c.Code,
+			Role: RoleRelist, ResourceVersion: c.RV})
 		return nil
 	})
 	if err != nil || len(f.Evidence) == 0 {
@@ -366,7 +398,7 @@ func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRu
 	f.normalize()
 	f.Evidence = trimHerd(f.Evidence, d.cfg.MinClients)
 	if n := float64(len(f.Evidence)); n < float64(d.cfg.MinClients) || n < d.cfg.Factor*max(r.baseline, 1) {
-		return Finding{}, nil // most of them were starting
+		return Finding{}, nil // bystanders at the edges made the count
 	}
 	f.FirstSeen, f.LastSeen = f.Evidence[0].Time, f.Evidence[len(f.Evidence)-1].Time
 	fig := herdFigures{Baseline: r.baseline, Peak: r.peak}
@@ -451,10 +483,8 @@ ORDER BY first, id`,
 
 // figures returns the figures of a herd's latest evaluation.
 func (d *RelistHerd) figures(id string) herdFigures {
-	if v, ok := d.figs.Load(id); ok {
-		return v.(herdFigures)
-	}
-	return herdFigures{}
+	fig, _ := d.figs.Load(id)
+	return fig
 }
 
 // Merge implements Merger: a herd is seen whole by some window; the view

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	refl "github.com/auditlens/auditlens/internal/reflector"
@@ -109,14 +108,17 @@ func (c *RelistLoopConfig) setDefaults() {
 // ResponseComplete stage (when they ended) and its lists, Metadata level
 // (the requestURI tells a watch-list and a list's continue token).
 //
-// What it claims: one client instance (user, user agent, address,
-// resource, namespace and selectors) made at least MinTurns turns, each
-// no more than MaxGap after the one before: a watch (plain, or a
-// watch-list: sendInitialEvents=true with resourceVersionMatch=NotOlderThan)
-// that succeeded (2xx, or 410) and ended within ShortWatch of its start,
-// whose next request from that instance was a relist (a list without a
+// What it claims: one client re-reading one target (internal/reflector's
+// ClientSQL and TargetSQL: a program instance, and the resource,
+// namespace, object name and selectors it reads) made at least MinTurns
+// turns, each no more than MaxGap after the one before: a watch of the
+// target (plain, or a watch-list: sendInitialEvents=true with
+// resourceVersionMatch=NotOlderThan) that succeeded (2xx, or 410) and
+// ended within ShortWatch of its start, whose next request from that
+// client for that target was a list (reflector.ListSQL: a list without a
 // continue token, or a watch-list) sent within FollowWithin after the
-// watch ended. Pages of a paginated list (continue=…) are one relist.
+// watch ended — a relist by reflector.RelistSQL's rule, the watch having
+// come first. Pages of a paginated list (continue=…) are one relist.
 //
 // One finding per client and resource: the program identity of
 // internal/reflector (user, user-agent product, the apiserver of a
@@ -134,15 +136,15 @@ func (c *RelistLoopConfig) setDefaults() {
 type RelistLoop struct {
 	cfg RelistLoopConfig
 	// stats keeps, by finding ID, the watch durations of the latest
-	// evaluation, which the text of a merged finding names (evidence does
-	// not carry them).
-	stats sync.Map
+	// evaluations, which the text of a merged finding names (evidence
+	// does not carry them).
+	stats *recent[loopStats]
 }
 
 // NewRelistLoop returns the detector with cfg's parameters.
 func NewRelistLoop(cfg RelistLoopConfig) *RelistLoop {
 	cfg.setDefaults()
-	return &RelistLoop{cfg: cfg}
+	return &RelistLoop{cfg: cfg, stats: newRecent[loopStats](recentFindings)}
 }
 
 // Name implements Detector.
@@ -155,9 +157,11 @@ func (d *RelistLoop) Config() RelistLoopConfig { return d.cfg }
 // internal/reflector without namespace and selectors.
 const relistIdentSQL = `cityHash64(user, ` + refl.ProgramSQL + `, api_group, resource, ` + refl.InstanceSQL + `)`
 
-// relistSeqSQL hashes one client instance's reflector: whose requests
-// follow one another (one informer's list, watch, list, …).
-const relistSeqSQL = `cityHash64(user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, ` + refl.InstanceSQL + `)`
+// relistSeqSQL hashes one client's reads of one target (internal/reflector's
+// ClientSQL and TargetSQL): whose requests follow one another (one
+// informer's list, watch, list, …). A list after a short watch of the same
+// target by the same client is a relist by reflector.RelistSQL's rule.
+const relistSeqSQL = `cityHash64(` + refl.ClientSQL + `, ` + refl.TargetSQL + `)`
 
 // okWatchSQL is true for a watch that was served: a 2xx (or no code yet),
 // or a 410 that an apiserver answered in the status rather than the
@@ -209,7 +213,7 @@ FROM (
         FROM (
             SELECT *, request_uri, received_at, ` + relistIdentSQL + ` AS r_ident, ` + relistSeqSQL + ` AS r_seq,
                    ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
-                   (verb = 'list' OR req_rv_match = 'NotOlderThan') AS r_relist
+                   ` + refl.ListSQL + ` AS r_relist
             FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
             WHERE %WINDOW% AND verb IN ('watch', 'list') AND req_continue = ''%RESOURCES%
               AND ` + relistSeqSQL + ` IN {suspects:Array(UInt64)}

@@ -69,10 +69,7 @@ func (d *RelistLoop) Merge(prev, next Finding) Finding {
 	f := Merge(prev, next, d.cfg.MaxEvidence)
 	f.normalize()
 	f.Subjects.Iterations = max(turnCount(f.Evidence), prev.Subjects.Iterations, next.Subjects.Iterations)
-	var st loopStats
-	if v, ok := d.stats.Load(next.ID); ok {
-		st = v.(loopStats)
-	}
+	st, _ := d.stats.Load(next.ID)
 	if prev.Subjects.SourceIP != next.Subjects.SourceIP {
 		st.Instances = mergeStrings(st.Instances, []string{prev.Subjects.SourceIP, next.Subjects.SourceIP})
 		f.Subjects.SourceIP = ""

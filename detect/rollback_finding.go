@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -74,8 +75,9 @@ type futureRow struct {
 }
 
 // aftermathSQL lists, one row per request made in the range, the 409 conflicts on updates
-// and patches, the relists (lists and watch-lists; not the apiserver's
-// own informers starting) and the controllers' churn of a range ({since}, {until}): kind says which. Churn is what a
+// and patches, the relists (lists and watch-lists, internal/reflector's
+// ListSQL: a paginated list once; not the apiserver's own informers
+// starting) and the controllers' churn of a range ({since}, {until}): kind says which. Churn is what a
 // controller acting on a stale cache does: a delete (done, or 404: the
 // object existed only after the snapshot) of an object not created
 // earlier in the window ({w_since}; a controller deleting what it just
@@ -84,13 +86,13 @@ type futureRow struct {
 // the restore and created again.
 const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
     SELECT *, request_uri, received_at, multiIf(verb IN ('update', 'patch') AND code = 409, 'conflict',
-                      verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'), 'relist',
+                      ` + refl.ListSQL + `, 'relist',
                       'churn') AS kind
     FROM audit_events
     WHERE %WINDOW% AND cluster = {cluster:String} AND stage = 'ResponseComplete'
       AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {since:DateTime64(6, 'UTC')}
       AND ((verb IN ('update', 'patch') AND code = 409)
-        OR ((verb = 'list' OR (verb = 'watch' AND req_rv_match = 'NotOlderThan')) AND user != 'system:apiserver')
+        OR (` + refl.ListSQL + ` AND user != 'system:apiserver')
         OR (verb IN ('create', 'delete') AND subresource = '' AND name != '' AND resource NOT IN ` + notChurn + `
             AND arrayExists(p -> startsWith(user, p), {churn_by:Array(String)})
             AND ((verb = 'delete' AND ((code >= 200 AND code < 300) OR code = 404)

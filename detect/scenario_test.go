@@ -115,6 +115,7 @@ var scenarioCases = map[string]struct {
 	"relist-loop":            {relistLoops: 2},
 	"relist-loop-watch-list": {relistLoops: 2},
 	"relist-herd-kubelets":   {relistHerds: 2},
+	"relist-herd-rollout":    {}, // first reads of objects, many at once
 	"relist-controls":        {},
 }
 

@@ -5,6 +5,11 @@
 // the kube-apiservers' own loopback informers which apiserver runs them.
 // Not the address: a load balancer's source NAT or a leader change alters
 // it while the program stays the same.
+//
+// It also says what a read and a relist are (read.go): which requests
+// read a collection or an object, who reads (the client) and what (the
+// target), and the rule that makes a read a relist — the same client
+// reading the same target again.
 package reflector
 
 import "strings"

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,18 @@ var relistScenarios = []Scenario{
 		build: buildRelistHerd,
 	},
 	{
+		Name: "relist-herd-rollout",
+		Doc: "Kubernetes 1.37, 12 to 40 kubelets (by seed) running the pods of three to six Deployments of namespace shop; " +
+			"each kubelet watches its Pods (fieldSelector spec.nodeName) and, per object (fieldSelector metadata.name), the " +
+			"ConfigMap and Secret its pod mounts. A rollout replaces every Deployment's ConfigMap by one of a new name (a hash " +
+			"suffix) and lands a new pod on every kubelet within 20 to 50 s: each kubelet reads the new pod's ConfigMap — and " +
+			"its Secret, when its old pod was of another Deployment — for the first time (a list by field selector, then " +
+			"watches), and stops watching the old pod's objects. Expect no finding: a client's first read of an object is no " +
+			"relist, however many read at once.",
+		version: "v1.37.2", commit: "abc1234", bookmarks: true,
+		build: buildRelistRollout,
+	},
+	{
 		Name: "relist-controls",
 		Doc: "Kubernetes 1.37, look-alikes of relist loops and herds: kube-controller-manager and kube-scheduler restart and " +
 			"list every resource (some through watch-lists, big ones paginated); velero pages once through every ConfigMap " +
@@ -103,8 +116,8 @@ func (s *sim) timedWatch(t time.Time, d time.Duration, c Client, res, ns, sel, r
 	timeout := s.between(s.scale.RestartMin, s.scale.RestartMax)
 	q += "resourceVersion=" + rv + "&timeoutSeconds=" + strconv.Itoa(int(timeout.Seconds())) + "&watch=true"
 	id := s.do(t, d, request{c: c, verb: "watch", uri: path(res, ns) + "?" + q, level: auditv1.LevelMetadata,
-		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
-	s.noteWatch(c, res, ns, rv, id)
+		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, Name: selectedName(sel), APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
+	s.noteWatch(c, res, ns, sel, rv, id)
 	return id
 }
 
@@ -131,11 +144,21 @@ func (s *sim) pagedList(t time.Time, c Client, res, ns, sel, rv string, pages in
 		}
 		lat := s.between(5*time.Millisecond, 250*time.Millisecond)
 		s.do(t, lat, request{c: c, verb: "list", uri: uri, level: auditv1.LevelMetadata,
-			ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
+			ref: auditv1.ObjectReference{Resource: res, Namespace: ns, Name: selectedName(sel), APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
 		t = t.Add(lat + s.between(200*time.Microsecond, 2*time.Millisecond))
 	}
-	delete(s.seen, reflectorKey{c.key(), res, ns})
+	delete(s.seen, reflectorKey{c.key(), res, ns, sel})
 	return t, rev
+}
+
+// selectedName is the object a field selector names alone
+// (metadata.name=<name>): the apiserver puts it in objectRef.name of the
+// list or watch, as it does for a get.
+func selectedName(sel string) string {
+	if name, ok := strings.CutPrefix(sel, "metadata.name="); ok && !strings.ContainsAny(name, ",=") {
+		return name
+	}
+	return ""
 }
 
 // healthyWatches runs a reflector's healthy watches from from until its
@@ -349,6 +372,48 @@ func buildRelistHerd(s *sim) {
 		t := s.t0.Add(s.between(span/8, span/3))
 		end, _ := s.pagedList(t, kl, "pods", "", "spec.nodeName=node-"+strconv.Itoa(60+i), "", 1)
 		s.healthyWatches(kl, "pods", "", "spec.nodeName=node-"+strconv.Itoa(60+i), end.Add(time.Millisecond), s.end.Add(s.scale.RestartMax))
+	}
+}
+
+func buildRelistRollout(s *sim) {
+	s.seedCluster()
+	s.end = s.traceEnd(6)
+	s.background()
+	s.leaderLeases()
+	span := s.end.Sub(s.t0)
+	n := 12 + s.rng.IntN(29)
+	apps := []string{"cart", "checkout", "catalog", "search", "payments", "reviews"}[:3+s.rng.IntN(4)]
+	oldCM, newCM := map[string]string{}, map[string]string{}
+	for _, a := range apps {
+		oldCM[a] = "metadata.name=" + a + "-config-" + s.suffix()
+		newCM[a] = "metadata.name=" + a + "-config-" + s.suffix()
+	}
+	secret := func(app string) string { return "metadata.name=" + app + "-tls" }
+	rollout := s.t0.Add(span/2 + s.between(0, span/8))
+	spread := s.between(20*time.Second, 50*time.Second)
+	after := s.end.Add(s.scale.RestartMax)
+	for i := range n {
+		kl := s.kubelet(i)
+		s.healthyWatches(kl, "pods", "", "spec.nodeName=node-"+strconv.Itoa(i), s.startup(), after)
+		old, app := apps[s.rng.IntN(len(apps))], apps[s.rng.IntN(len(apps))]
+		landed := rollout.Add(s.between(0, spread))
+		// The old pod's objects are watched until it is gone; its Secret
+		// on, when the new pod mounts it too.
+		gone := landed.Add(s.between(5*time.Second, 30*time.Second))
+		s.healthyWatches(kl, "configmaps", "shop", oldCM[old], s.startup(), gone)
+		if app == old {
+			s.healthyWatches(kl, "secrets", "shop", secret(old), s.startup(), after)
+		} else {
+			s.healthyWatches(kl, "secrets", "shop", secret(old), s.startup(), gone)
+		}
+		// The new pod's objects, read for the first time.
+		t := landed.Add(s.between(50*time.Millisecond, 400*time.Millisecond))
+		end, _ := s.pagedList(t, kl, "configmaps", "shop", newCM[app], "0", 1)
+		s.healthyWatches(kl, "configmaps", "shop", newCM[app], end.Add(s.between(time.Millisecond, 3*time.Millisecond)), after)
+		if app != old {
+			end, _ := s.pagedList(t.Add(s.between(time.Millisecond, 20*time.Millisecond)), kl, "secrets", "shop", secret(app), "0", 1)
+			s.healthyWatches(kl, "secrets", "shop", secret(app), end.Add(s.between(time.Millisecond, 3*time.Millisecond)), after)
+		}
 	}
 }
 

@@ -755,7 +755,7 @@ func (r *restoreSim) watch(t time.Time, d time.Duration, c Client, res, ns, fiel
 	q += "resourceVersion=" + strconv.FormatInt(rv, 10) + "&timeoutSeconds=" + strconv.Itoa(int(max(d, time.Second).Seconds())) + "&watch=true"
 	id := s.do(t, d, request{c: c, verb: "watch", uri: collection(res, ns) + "?" + q, level: auditv1.LevelMetadata,
 		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIGroup: groupOf(res), APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
-	s.noteWatch(c, res, ns, strconv.FormatInt(rv, 10), id)
+	s.noteWatch(c, res, ns, "", strconv.FormatInt(rv, 10), id)
 }
 
 func (r *restoreSim) lagging(c Client) bool {
@@ -783,7 +783,7 @@ func (r *restoreSim) list(t time.Time, c Client, res, ns, fieldSel string) int64
 		req.respObj = body
 	}
 	s.do(t, s.between(3*time.Millisecond, 60*time.Millisecond), req)
-	delete(s.seen, reflectorKey{c.key(), res, ns})
+	delete(s.seen, reflectorKey{c.key(), res, ns, ""})
 	return head
 }
 

@@ -81,7 +81,10 @@ type histEntry struct {
 	delivered int64
 }
 
-type reflectorKey struct{ client, resource, ns string }
+// reflectorKey is one reflector of the regressions truth: a client's
+// watches of a resource in a namespace, with a field selector (a
+// kubelet's per-object reflectors).
+type reflectorKey struct{ client, resource, ns, sel string }
 
 type rvSeen struct {
 	max   int64
@@ -365,7 +368,7 @@ func (s *sim) watch(t time.Time, timeout time.Duration, c Client, res, ns, rv st
 	}
 	id := s.do(t, timeout, request{c: c, verb: "watch", uri: path(res, ns) + "?" + q, level: auditv1.LevelMetadata,
 		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: st})
-	s.noteWatch(c, res, ns, rv, id)
+	s.noteWatch(c, res, ns, "", rv, id)
 	return id
 }
 
@@ -376,7 +379,7 @@ func (s *sim) list(t time.Time, c Client, res, ns string) int64 {
 	s.do(t, s.between(3*time.Millisecond, 40*time.Millisecond), request{c: c, verb: "list",
 		uri: path(res, ns) + "?limit=500&resourceVersion=0", level: auditv1.LevelMetadata,
 		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
-	delete(s.seen, reflectorKey{c.key(), res, ns})
+	delete(s.seen, reflectorKey{c.key(), res, ns, ""})
 	return rev
 }
 
@@ -407,19 +410,19 @@ func (s *sim) watchList(t time.Time, d time.Duration, c Client, res, ns, rv stri
 	q += "resourceVersionMatch=NotOlderThan&sendInitialEvents=true&timeoutSeconds=" + strconv.Itoa(int(s.scale.RestartMax.Seconds())) + "&watch=true"
 	id := s.do(t, d, request{c: c, verb: "watch", uri: path(res, ns) + "?" + q, level: auditv1.LevelMetadata,
 		ref: auditv1.ObjectReference{Resource: res, Namespace: ns, APIVersion: "v1"}, status: &metav1.Status{Code: 200}})
-	delete(s.seen, reflectorKey{c.key(), res, ns})
+	delete(s.seen, reflectorKey{c.key(), res, ns, ""})
 	return id
 }
 
 // noteWatch keeps the truth about regressions: a watch from a numeric
 // resourceVersion below the highest the same reflector used since its
 // last list.
-func (s *sim) noteWatch(c Client, res, ns, rv, id string) {
+func (s *sim) noteWatch(c Client, res, ns, sel, rv, id string) {
 	n, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil || n == 0 {
 		return
 	}
-	k := reflectorKey{c.key(), res, ns}
+	k := reflectorKey{c.key(), res, ns, sel}
 	seen := s.seen[k]
 	if seen == nil {
 		s.seen[k] = &rvSeen{max: n, maxID: id}

@@ -1,0 +1,144 @@
+package detect
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/store"
+)
+
+// cannedQuerier answers each query with the rows answer gives for it.
+type cannedQuerier func(sql string, p store.Params) []any
+
+func (q cannedQuerier) Select(_ context.Context, sql string, p store.Params, fn func([]byte) error) error {
+	for _, r := range q(sql, p) {
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRelistMemoryBounded evaluates relist-herd and relist-loop over
+// many windows, each holding a herd or a loop of its own (a new finding
+// ID), as serve does for as long as it runs: the figures the detectors
+// keep for merging stay bounded, and the latest evaluation's are kept.
+func TestRelistMemoryBounded(t *testing.T) {
+	ctx := context.Background()
+	start := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	evaluations := 3 * recentFindings
+	window := func(i int) Window {
+		since := start.Add(time.Duration(i) * 10 * time.Minute)
+		return Window{Since: since, Until: since.Add(10 * time.Minute), Clusters: []string{"c"}}
+	}
+
+	t.Run("relist-herd", func(t *testing.T) {
+		d := NewRelistHerd(RelistHerdConfig{})
+		var last Finding
+		for i := range evaluations {
+			w := window(i)
+			at := w.Since.Add(2 * time.Minute)
+			q := cannedQuerier(func(sql string, _ store.Params) []any {
+				switch {
+				case strings.Contains(sql, "AS wins"):
+					return []any{map[string]any{"cluster": "c", "api_group": "", "resource": "pods",
+						"wins": []int64{at.Unix() / 30 * 30}, "counts": []int{12}}}
+				case strings.Contains(sql, "AS relists"):
+					var rows []any
+					for k := range 12 {
+						rows = append(rows, herdClient{Client: fmt.Sprint(k), AuditID: fmt.Sprintf("%d-%d", i, k), Stage: "ResponseComplete",
+							Start: at.Add(time.Duration(k) * time.Second).UnixMicro(), User: fmt.Sprintf("system:node:node-%d", k),
+							Verb: "list", Code: 200, Relists: 1})
+					}
+					return rows
+				case strings.Contains(sql, "FROM findings"):
+					return nil
+				case strings.Contains(sql, "min(ts)"):
+					return []any{map[string]any{"cluster": "c", "first": w.Since.UnixMicro(), "last": w.Until.UnixMicro() - 1}}
+				}
+				t.Fatalf("unexpected query %.200s", sql)
+				return nil
+			})
+			fs, err := d.Evaluate(ctx, q, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) != 1 {
+				t.Fatalf("window %d: %d findings, want 1", i, len(fs))
+			}
+			last = fs[0]
+		}
+		if n := d.figs.Len(); n > recentFindings {
+			t.Errorf("%d herds' figures kept after %d evaluations, want at most %d", n, evaluations, recentFindings)
+		}
+		if _, ok := d.figs.Load(last.ID); !ok {
+			t.Error("the latest herd's figures are gone")
+		}
+	})
+
+	t.Run("relist-loop", func(t *testing.T) {
+		d := NewRelistLoop(RelistLoopConfig{})
+		var last Finding
+		for i := range evaluations {
+			w := window(i)
+			ident := fmt.Sprint(i) // another client each time
+			q := cannedQuerier(func(sql string, _ store.Params) []any {
+				switch {
+				case strings.Contains(sql, "AS seq FROM"):
+					return []any{map[string]any{"seq": "1"}}
+				case strings.Contains(sql, "n_relist"):
+					var rows []any
+					for k := range 3 {
+						at := w.Since.Add(time.Minute + time.Duration(k)*30*time.Second)
+						rows = append(rows, turnRow{reflector: reflector{Cluster: "c", Ident: ident, User: "system:serviceaccount:x:" + ident,
+							Program: "op", Resource: "pods"}, Seq: "1", AuditID: fmt.Sprintf("%d-w%d", i, k), Stage: "RequestReceived",
+							Start: at.UnixMicro(), End: at.Add(10 * time.Millisecond).UnixMicro(), NextID: fmt.Sprintf("%d-l%d", i, k),
+							NextStage: "RequestReceived", NextStart: at.Add(time.Second).UnixMicro(), NextVerb: "list"})
+					}
+					return rows
+				}
+				t.Fatalf("unexpected query %.200s", sql)
+				return nil
+			})
+			fs, err := d.Evaluate(ctx, q, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fs) != 1 {
+				t.Fatalf("window %d: %d findings, want 1", i, len(fs))
+			}
+			last = fs[0]
+		}
+		if n := d.stats.Len(); n > recentFindings {
+			t.Errorf("%d loops' figures kept after %d evaluations, want at most %d", n, evaluations, recentFindings)
+		}
+		if _, ok := d.stats.Load(last.ID); !ok {
+			t.Error("the latest loop's figures are gone")
+		}
+	})
+}
+
+func TestRecent(t *testing.T) {
+	r := newRecent[int](2)
+	r.Store("a", 1)
+	r.Store("b", 2)
+	if v, ok := r.Load("a"); !ok || v != 1 { // a is now the most recent
+		t.Fatalf("a = %d, %v", v, ok)
+	}
+	r.Store("c", 3) // drops b
+	if _, ok := r.Load("b"); ok {
+		t.Error("b kept")
+	}
+	r.Store("a", 4)
+	if v, _ := r.Load("a"); v != 4 || r.Len() != 2 {
+		t.Errorf("a = %d, %d kept", v, r.Len())
+	}
+}

@@ -1,0 +1,73 @@
+package reflector
+
+// Reads and relists, once, for the relist detectors and their evidence.
+//
+// A read (ReadSQL) reads a collection or an object from its start: a
+// list's first page, a watch-list, or a get. A list (ListSQL) is the
+// first two: a full list of a collection the apiserver serves.
+//
+// A relist is a read by a client (ClientSQL) of a target (TargetSQL) the
+// same client had already requested before — read, paged through or
+// watched: a client watches from the resourceVersion of an earlier read —
+// within the rows judged, which reach a look-back before the time whose
+// reads are judged. A client's first read of a target is no relist: a
+// node or a controller starting, or a kubelet reading, for a pod it was
+// just given, the pod's ConfigMaps and Secrets (one field-selected read
+// per object). A kubelet reading an object again after it stopped
+// watching it (the last pod using it was gone) is a relist, as it is.
+//
+// The rule is RelistSQL, over one row per request (grouped by audit ID)
+// that carries the columns r_client (ClientSQL), r_target (TargetSQL),
+// r_start (the request's start: min(StartSQL) of its stages) and r_read
+// (which requests are judged: ReadSQL, or ListSQL for lists only), the
+// rows being the client's requests of SeenSQL.
+
+// StartSQL is when a request was received, in microseconds since the
+// epoch: requestReceivedTimestamp, or the stage's own time where the log
+// has none (1.8's v1beta1). min() over a request's stages is its start.
+const StartSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+
+// ListSQL is true for a list of a collection from its start: a list
+// without a continue token (the further pages of a paginated list are
+// part of it) or a watch-list (a watch with sendInitialEvents=true, how
+// reflectors list since 1.32). The apiserver accepts sendInitialEvents
+// only with resourceVersionMatch=NotOlderThan, and resourceVersionMatch
+// on a watch only with sendInitialEvents, so the small req_rv_match
+// column tells a watch-list without reading request URIs.
+const ListSQL = `((verb = 'list' AND req_continue = '') OR (verb = 'watch' AND req_rv_match = 'NotOlderThan'))`
+
+// ReadSQL is true for a read: a list (ListSQL) or a get of an object.
+const ReadSQL = `(verb = 'get' OR ` + ListSQL + `)`
+
+// SeenSQL is true for a request after which its client holds the target:
+// a get, any page of a list, or a watch. Reads are judged against the
+// client's earlier requests of these.
+const SeenSQL = `verb IN ('get', 'list', 'watch')`
+
+// TargetSQL hashes what a request reads (a UInt64): the resource and its
+// API group, subresource and namespace, the object's name, and the label
+// and field selectors — the same collection or object. A field selector
+// that only names the object (metadata.name=<name>, which the apiserver
+// also puts in objectRef.name) counts as the name, so a get of an object
+// and a list or watch of it by field selector read the same target.
+const TargetSQL = `cityHash64(api_group, resource, subresource, namespace, name, label_selector,
+    if(name != '' AND field_selector = concat('metadata.name=', name), '', field_selector))`
+
+// ClientSQL hashes who reads (a UInt64): a program instance — the user,
+// the user agent's product (ProgramSQL), the address, and for the
+// apiservers' loopback informers which apiserver runs them. The pods of a
+// Deployment, or the kube-proxies of different nodes, are different
+// clients; one program's many informers are one. A node's own user
+// (system:node:<name>: one kubelet) is one client whatever its address,
+// which a load balancer's source NAT may change when it reconnects.
+const ClientSQL = `cityHash64(user, ` + ProgramSQL + `, if(startsWith(user, 'system:node:'), '', toString(source_ip)), ` + InstanceSQL + `)`
+
+// FirstSQL is, over rows as RelistSQL reads them, the start of the
+// client's first request of the target among the rows (a window
+// function).
+const FirstSQL = `min(r_start) OVER (PARTITION BY cluster, r_client, r_target)`
+
+// RelistSQL is true for a relist, over rows as the package comment
+// describes: a judged read (r_read) that started after the same client's
+// first request of the same target among the rows.
+const RelistSQL = `(r_read AND r_start > ` + FirstSQL + `)`
