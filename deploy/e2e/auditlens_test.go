@@ -103,7 +103,16 @@ type eventKey struct{ auditID, stage string }
 // storedKeys returns how many times the API returns each (auditID, stage)
 // of cluster.
 func (r *receiver) storedKeys(cluster string) (map[eventKey]int, error) {
+	return r.storedKeysFrom(cluster, "")
+}
+
+// storedKeysFrom is storedKeys of the events stored as sent by apiserver
+// of cluster (all of them when apiserver is "").
+func (r *receiver) storedKeysFrom(cluster, apiserver string) (map[eventKey]int, error) {
 	q := url.Values{"cluster": {cluster}, "limit": {"100000"}, "jq": {"[.auditID, .stage]"}}
+	if apiserver != "" {
+		q.Set("apiserver", apiserver)
+	}
 	code, body, err := r.get("/api/v1/events?" + q.Encode())
 	if err != nil {
 		return nil, err
@@ -198,6 +207,13 @@ type finding struct {
 		APIGroup        string `json:"api_group"`
 		ResourceVersion string `json:"resource_version"`
 		PartOf          string `json:"part_of"`
+		SourceIP        string `json:"source_ip"`
+		StaleRVs        []struct {
+			RV       string `json:"rv"`
+			Restarts int    `json:"restarts"`
+		} `json:"stale_rvs"`
+		WatchRestarts int `json:"watch_restarts"`
+		Iterations    int `json:"iterations"`
 	} `json:"subjects"`
 	Objects []struct {
 		Resource  string `json:"resource"`
@@ -205,10 +221,14 @@ type finding struct {
 		Name      string `json:"name"`
 	} `json:"objects"`
 	Evidence []struct {
-		AuditID string `json:"audit_id"`
-		Stage   string `json:"stage"`
-		Verb    string `json:"verb"`
-		Role    string `json:"role"`
+		AuditID         string    `json:"audit_id"`
+		Stage           string    `json:"stage"`
+		Verb            string    `json:"verb"`
+		Role            string    `json:"role"`
+		Time            time.Time `json:"time"`
+		Resource        string    `json:"resource"`
+		Name            string    `json:"name"`
+		ResourceVersion string    `json:"resource_version"`
 	} `json:"evidence"`
 	Remediation string `json:"remediation"`
 }

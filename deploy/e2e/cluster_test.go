@@ -95,6 +95,10 @@ type cluster struct {
 	apiserver *proc
 	etcd      *proc
 	tls       *tls.Config
+	// apiserverArgs are the apiserver's flags but auditing's and
+	// --secure-port: what another apiserver of the same control plane
+	// (ha_test.go) starts with.
+	apiserverArgs []string
 }
 
 // auditPolicy is the policy shipped in deploy/audit-policy.yaml: testing it
@@ -175,22 +179,31 @@ func startClusterWith(t *testing.T, ca *testCA, dir, name string, s sink, prelud
 		}
 	}
 
+	c.apiserverArgs = slices.Clone(args)
+	c.apiserver = c.startAPIServer(t, "kube-apiserver", append(args, auditFlags(t, dir, c.auditLog, name, s)...))
+	return c
+}
+
+// auditFlags are the flags of an apiserver that writes its audit events to
+// auditLog and sends them to s (unless s is the zero sink) as cluster
+// name, the webhook's kubeconfig written in dir.
+func auditFlags(t *testing.T, dir, auditLog, name string, s sink) []string {
+	t.Helper()
 	policy, err := filepath.Abs(auditPolicy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append(args,
-		"--audit-policy-file="+policy,
-		"--audit-log-path="+c.auditLog,
-		"--audit-log-maxsize=0")
+	args := []string{
+		"--audit-policy-file=" + policy,
+		"--audit-log-path=" + auditLog,
+		"--audit-log-maxsize=0"}
 	if s.base != "" {
 		webhookConfig := writeFile(t, dir, "webhook.kubeconfig", webhookKubeconfig(t, s, name))
 		args = append(args,
 			"--audit-webhook-config-file="+webhookConfig,
 			"--audit-webhook-batch-max-wait=1s")
 	}
-	c.apiserver = c.startAPIServer(t, "kube-apiserver", args)
-	return c
+	return args
 }
 
 // startAPIServer starts kube-apiserver on a free port and waits until it

@@ -11,6 +11,13 @@
 // minutes of real time) fake kubelets (kubelet_test.go) heartbeat under the
 // real controller-manager and most of them lose the apiserver at once.
 //
+// TestHAWatchLoop (ha_test.go) runs the kcm-watch-loop story on an HA
+// control plane: two kube-apiservers on one etcd, each with its own webhook
+// token and audit log, and between the fault proxy and them a TCP load
+// balancer that fails over from one to the other in the middle of the loop.
+// auditlens must keep one finding for the looping reflector, with evidence
+// from both apiservers, over the webhook and from scan over both logs.
+//
 // TestOTelCollector (otel_test.go) ships the apiserver's audit log file to
 // auditlens with a real OpenTelemetry Collector (otelcol/, its own module)
 // and compares what arrived by OTLP with what arrived by the webhook.

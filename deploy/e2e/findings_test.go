@@ -51,7 +51,18 @@ func checkFindings(t *testing.T, res *scenarioResult) {
 // checkScan runs `auditlens scan --format json` over the scenario's audit
 // log: the same detectors over the whole span, deterministically.
 func checkScan(t *testing.T, res *scenarioResult) {
-	cmd := exec.Command(auditlensBin, "scan", "--format", "json", res.auditLog)
+	got := scanLogs(t, res.exp.Cluster, res.auditLog)
+	if problems := matchFindings(res.exp, got); len(problems) > 0 {
+		t.Errorf("auditlens scan %s (%s):\n  %s\ngot %s", res.auditLog, res.exp.Description, strings.Join(problems, "\n  "), describe(got))
+	}
+}
+
+// scanLogs runs `auditlens scan --format json` over the audit logs, checks
+// its exit status against the findings' severities and returns them, their
+// cluster set to cluster.
+func scanLogs(t *testing.T, cluster string, logs ...string) []finding {
+	t.Helper()
+	cmd := exec.Command(auditlensBin, append([]string{"scan", "--format", "json"}, logs...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -67,10 +78,7 @@ func checkScan(t *testing.T, res *scenarioResult) {
 		t.Fatalf("auditlens scan: %v, output not a JSON array of findings: %v\n%s\n%s", err, jerr, head([]string{stdout.String()}), tail(stderr.String(), 20))
 	}
 	for i := range got {
-		got[i].Cluster = res.exp.Cluster
-	}
-	if problems := matchFindings(res.exp, got); len(problems) > 0 {
-		t.Errorf("auditlens scan %s (%s):\n  %s\ngot %s", res.auditLog, res.exp.Description, strings.Join(problems, "\n  "), describe(got))
+		got[i].Cluster = cluster
 	}
 	// scan exits 1 when a finding is warning or above, 0 when clean.
 	wantExit := 0
@@ -82,6 +90,7 @@ func checkScan(t *testing.T, res *scenarioResult) {
 	if code := cmd.ProcessState.ExitCode(); code != wantExit {
 		t.Errorf("auditlens scan exited %d, want %d for findings %s\n%s", code, wantExit, describe(got), tail(stderr.String(), 10))
 	}
+	return got
 }
 
 // matchFindings lists how got falls short of exp; nil when it matches.

@@ -62,73 +62,12 @@ func kcmWatchLoopControl(d *driver) expectation { return kcmLoop(d, false) }
 // kcmLoop drives the seed's trigger against the real controller-manager
 // behind the fault proxy, rewriting DELETED events or (control) not.
 func kcmLoop(d *driver, rewrite bool) expectation {
-	seed := uint64(time.Now().UnixNano())
-	rng := rand.New(rand.NewPCG(seed, 0))
-	pause := func(lo, hi time.Duration) { d.sleep(lo + time.Duration(rng.Int64N(int64(hi-lo)))) }
-
 	px := startFaultProxy(d, rewrite)
 	kcm := startControllerManager(d, px.base, "--kube-api-content-type=application/json")
 	t0 := time.Now()
 	d.configWriter()
-	d.waitEndpoints(2*time.Minute, kcmLoopLive...)
-	d.t.Logf("the endpoints controller wrote the Endpoints of %v %.1fs after kube-controller-manager started", kcmLoopLive, time.Since(t0).Seconds())
-
-	// Early-created: legacy.
-	legacyRV, err := d.alice.create("default", "services", service(legacyService))
-	d.must(err)
-	d.waitEndpoints(time.Minute, legacyService)
-	pause(time.Second, 3*time.Second)
-
-	// The victims: created, deleted and re-created after legacy. The other
-	// Services are created while the victims are gone, which puts their
-	// ADDED events between the victims' DELETED and ADDED events in every
-	// replay: the endpoints controller's workers race the informer through
-	// that stretch of the replay (see kcmLoopRestarts). With the other
-	// Services created before the victims' deletion instead, one restart
-	// in four of a first run churned no victim.
-	pool := slices.Clone(kcmLoopCreated)
-	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
-	k := 2 + rng.IntN(2)
-	victims, others := pool[:k], pool[k:]
-	createService := func(name string) {
-		_, err := d.alice.create("default", "services", service(name))
-		d.must(err)
-		d.waitEndpoints(time.Minute, name)
-		pause(200*time.Millisecond, time.Second)
-	}
-	for _, name := range victims {
-		createService(name)
-	}
-	deleted := slices.Clone(victims)
-	rng.Shuffle(len(deleted), func(i, j int) { deleted[i], deleted[j] = deleted[j], deleted[i] })
-	for _, name := range deleted {
-		d.must(d.alice.delete("default", "services", name))
-		d.waitNoEndpoints(time.Minute, name)
-		pause(200*time.Millisecond, time.Second)
-	}
-	for _, name := range others {
-		createService(name)
-	}
-	recreated := slices.Clone(victims)
-	rng.Shuffle(len(recreated), func(i, j int) { recreated[i], recreated[j] = recreated[j], recreated[i] })
-	for _, name := range recreated {
-		createService(name)
-	}
-	// As in the seed, the controller-manager has re-watched past legacy's
-	// resourceVersion before legacy goes: wait for a restart after the
-	// last re-creation (the proxy cuts every 15-25 s).
-	recreatedAt := time.Now()
-	d.waitFor("kube-controller-manager to restart its Services watch", px.maxCut+10*time.Second, func() bool {
-		return slices.ContainsFunc(px.servicesWatches(), func(w proxiedWatch) bool { return w.Start.After(recreatedAt) })
-	})
-	pause(time.Second, 3*time.Second)
-
-	// The trigger: delete the early-created Service.
-	d.must(d.alice.delete("default", "services", legacyService))
-	trigger := time.Now()
-	d.waitNoEndpoints(time.Minute, legacyService)
-	d.t.Logf("seed %d: legacy created at resourceVersion %s; victims %v created, deleted in order %v; %v created; victims re-created in order %v; legacy deleted %.1fs after kube-controller-manager started",
-		seed, legacyRV, victims, deleted, others, recreated, trigger.Sub(t0).Seconds())
+	st := kcmLoopTrigger(d, px, t0)
+	legacyRV, victims, others, trigger := st.legacyRV, st.victims, st.others, st.trigger
 
 	// Let the proxy cut the controller-manager's Services watch
 	// kcmLoopRestarts times; with the rewrite, wait for the churn after the
@@ -215,10 +154,137 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 		}
 	}
 
-	// Live checks of the mechanism, from what the proxy saw.
-	notVictims := []string{legacyService}
-	notVictims = append(notVictims, kcmLoopLive...)
-	notVictims = append(notVictims, others...)
+	notVictims := st.notVictims()
+	st.checkRestarts(d, rs, writes, rewrite, t0)
+	if len(all) == 0 {
+		d.t.Fatal("no Services watch went through the fault proxy")
+	}
+
+	desc := fmt.Sprintf("the real kube-controller-manager behind a proxy that cuts its Services watches after 15-25 s and drops their bookmarks; "+
+		"alice creates Service legacy, then %v, deletes them, creates %v, re-creates %v, then deletes legacy", victims, others, victims)
+	if !rewrite {
+		return expectation{
+			Description: desc + "; DELETED events pass unchanged (control): the controller re-watches from the deletion's resourceVersion and nothing churns",
+			Silent:      []string{"watch-loop", "watch-rv-regression"},
+		}
+	}
+	return expectation{
+		Description: desc + "; the proxy gives DELETED events the object's previous resourceVersion (1.7-1.9), so the controller re-watches " +
+			"from legacy's stale one at every restart and its endpoints controller deletes and re-creates the victims' Endpoints",
+		WatchLoop: &expectedFinding{
+			User: kcmID.user, UserAgent: all[0].UserAgent, Resource: "services", ResourceVersion: legacyRV,
+			Objects:    endpointsRefs(victims...),
+			NotObjects: endpointsRefs(notVictims...),
+			Iterations: kcmLoopRestarts,
+		},
+	}
+}
+
+// kcmLoopStory is what kcmLoopTrigger did: the seed of its random
+// choices, legacy's resourceVersion, the victims (created, deleted and
+// re-created after legacy) and the other Services, and when legacy went.
+type kcmLoopStory struct {
+	seed      uint64
+	legacyRV  string
+	victims   []string
+	deleted   []string // the victims in the order of their deletion
+	others    []string
+	recreated []string // the victims in the order of their re-creation
+	trigger   time.Time
+}
+
+// kcmLoopTrigger plays alice's part of the seed against the real
+// controller-manager behind px, which started at t0: it waits for the
+// Endpoints of the live Services, creates legacy, creates, deletes and
+// re-creates the victims (2-3 of kcmLoopCreated, drawn at random) with the
+// other Services created while the victims are gone, waits for a restart of
+// the controller-manager's Services watch past all that, and deletes
+// legacy.
+func kcmLoopTrigger(d *driver, px *faultProxy, t0 time.Time) kcmLoopStory {
+	d.t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	rng := rand.New(rand.NewPCG(seed, 0))
+	pause := func(lo, hi time.Duration) { d.sleep(lo + time.Duration(rng.Int64N(int64(hi-lo)))) }
+
+	d.waitEndpoints(2*time.Minute, kcmLoopLive...)
+	d.t.Logf("the endpoints controller wrote the Endpoints of %v %.1fs after kube-controller-manager started", kcmLoopLive, time.Since(t0).Seconds())
+
+	// Early-created: legacy.
+	legacyRV, err := d.alice.create("default", "services", service(legacyService))
+	d.must(err)
+	d.waitEndpoints(time.Minute, legacyService)
+	pause(time.Second, 3*time.Second)
+
+	// The victims: created, deleted and re-created after legacy. The other
+	// Services are created while the victims are gone, which puts their
+	// ADDED events between the victims' DELETED and ADDED events in every
+	// replay: the endpoints controller's workers race the informer through
+	// that stretch of the replay (see kcmLoopRestarts). With the other
+	// Services created before the victims' deletion instead, one restart
+	// in four of a first run churned no victim.
+	pool := slices.Clone(kcmLoopCreated)
+	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	k := 2 + rng.IntN(2)
+	victims, others := pool[:k], pool[k:]
+	createService := func(name string) {
+		_, err := d.alice.create("default", "services", service(name))
+		d.must(err)
+		d.waitEndpoints(time.Minute, name)
+		pause(200*time.Millisecond, time.Second)
+	}
+	for _, name := range victims {
+		createService(name)
+	}
+	deleted := slices.Clone(victims)
+	rng.Shuffle(len(deleted), func(i, j int) { deleted[i], deleted[j] = deleted[j], deleted[i] })
+	for _, name := range deleted {
+		d.must(d.alice.delete("default", "services", name))
+		d.waitNoEndpoints(time.Minute, name)
+		pause(200*time.Millisecond, time.Second)
+	}
+	for _, name := range others {
+		createService(name)
+	}
+	recreated := slices.Clone(victims)
+	rng.Shuffle(len(recreated), func(i, j int) { recreated[i], recreated[j] = recreated[j], recreated[i] })
+	for _, name := range recreated {
+		createService(name)
+	}
+	// As in the seed, the controller-manager has re-watched past legacy's
+	// resourceVersion before legacy goes: wait for a restart after the
+	// last re-creation (the proxy cuts every 15-25 s).
+	recreatedAt := time.Now()
+	d.waitFor("kube-controller-manager to restart its Services watch", px.maxCut+10*time.Second, func() bool {
+		return slices.ContainsFunc(px.servicesWatches(), func(w proxiedWatch) bool { return w.Start.After(recreatedAt) })
+	})
+	pause(time.Second, 3*time.Second)
+
+	// The trigger: delete the early-created Service.
+	d.must(d.alice.delete("default", "services", legacyService))
+	trigger := time.Now()
+	d.waitNoEndpoints(time.Minute, legacyService)
+	d.t.Logf("seed %d: legacy created at resourceVersion %s; victims %v created, deleted in order %v; %v created; victims re-created in order %v; legacy deleted %.1fs after kube-controller-manager started",
+		seed, legacyRV, victims, deleted, others, recreated, trigger.Sub(t0).Seconds())
+	return kcmLoopStory{seed: seed, legacyRV: legacyRV, victims: victims, deleted: deleted, others: others,
+		recreated: recreated, trigger: trigger}
+}
+
+// notVictims are the Services whose Endpoints the loop must leave alone:
+// legacy, the live ones and the others.
+func (st kcmLoopStory) notVictims() []string {
+	return slices.Concat([]string{legacyService}, kcmLoopLive, st.others)
+}
+
+// checkRestarts checks the mechanism live, from what the fault proxy saw:
+// with the rewrite, every restart rs (the Services watches after the
+// trigger) is from legacy's stale resourceVersion and is followed by churn
+// of some victims' Endpoints, and no other Endpoints are deleted after the
+// first restart; without it, every restart is past legacy's
+// resourceVersion and no Endpoints are deleted after the first. Times are
+// logged from t0.
+func (st kcmLoopStory) checkRestarts(d *driver, rs []proxiedWatch, writes []endpointsWrite, rewrite bool, t0 time.Time) {
+	d.t.Helper()
+	legacyRV, victims, notVictims := st.legacyRV, st.victims, st.notVictims()
 	pw := proxyWrites(writes)
 	for i, r := range rs {
 		if rewrite && r.RV != legacyRV {
@@ -244,28 +310,6 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 				d.t.Errorf("Endpoints %s deleted at %.1fs, after the first restart (rewrite %v)", w.Name, w.At.Sub(t0).Seconds(), rewrite)
 			}
 		}
-	}
-	if len(all) == 0 {
-		d.t.Fatal("no Services watch went through the fault proxy")
-	}
-
-	desc := fmt.Sprintf("the real kube-controller-manager behind a proxy that cuts its Services watches after 15-25 s and drops their bookmarks; "+
-		"alice creates Service legacy, then %v, deletes them, creates %v, re-creates %v, then deletes legacy", victims, others, victims)
-	if !rewrite {
-		return expectation{
-			Description: desc + "; DELETED events pass unchanged (control): the controller re-watches from the deletion's resourceVersion and nothing churns",
-			Silent:      []string{"watch-loop", "watch-rv-regression"},
-		}
-	}
-	return expectation{
-		Description: desc + "; the proxy gives DELETED events the object's previous resourceVersion (1.7-1.9), so the controller re-watches " +
-			"from legacy's stale one at every restart and its endpoints controller deletes and re-creates the victims' Endpoints",
-		WatchLoop: &expectedFinding{
-			User: kcmID.user, UserAgent: all[0].UserAgent, Resource: "services", ResourceVersion: legacyRV,
-			Objects:    endpointsRefs(victims...),
-			NotObjects: endpointsRefs(notVictims...),
-			Iterations: kcmLoopRestarts,
-		},
 	}
 }
 

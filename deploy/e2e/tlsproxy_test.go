@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -46,6 +48,10 @@ func (f *tlsProxy) start(t *testing.T, d *driver, name string, h http.Handler) {
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(up); pr.Out.Host = up.Host },
 		Transport:     f.rt,
 		FlushInterval: -1,
+		// A response body the apiserver cuts (a load balancer's failover,
+		// ha_test.go) is the proxied client's to notice: its request
+		// fails. Not a line on the test binary's stderr per stream.
+		ErrorLog: log.New(io.Discard, "", 0),
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() == nil {
 				t.Logf("%s: %s %s: %v", name, r.Method, r.URL.RequestURI(), err)
