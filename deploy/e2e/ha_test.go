@@ -38,6 +38,9 @@ import (
 // (ha-watch-loop-control) makes the same failover without the rewrite and
 // must stay silent.
 func TestHAWatchLoop(t *testing.T) {
+	// It waits on cluster time far more than it computes: side by side
+	// with the other real-component tests, as TestRealAPIServer is.
+	t.Parallel()
 	prepare(t)
 	dir := filepath.Join(tempRoot, "ha")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
