@@ -165,6 +165,11 @@ func startClusterWith(t *testing.T, ca *testCA, dir, name string, s sink, prelud
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
 	}
+	// --authorization-mode is a list flag, so a mode given in extra
+	// replaces the default rather than adding to it.
+	if slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--authorization-mode=") }) {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--authorization-mode=RBAC" })
+	}
 	args = append(args, extra...)
 
 	if prelude != nil {
