@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,21 +92,95 @@ func (b *busyCluster) stop() {
 	b.d.stop()
 }
 
+// allDetectors are the detectors auditlens runs; a healthy busy cluster
+// must leave every one of them silent.
+var allDetectors = []string{"watch-loop", "watch-rv-regression", "relist-herd", "relist-loop", heartbeatLossName, "rv-rollback"}
+
+// busyScenario is one run of the busy cluster: run starts it (startBusy),
+// drives the load with or without a fault, stops it (b.stop) and says
+// what the detectors must find.
+type busyScenario struct {
+	name string
+	run  func(d *driver) expectation
+}
+
+var busyScenarios = []busyScenario{
+	{"healthy", busyHealthy},
+}
+
+// TestBusyCluster runs the load on the busy cluster, once healthy and once
+// with each fault, each on its own cluster, one after the other, sending
+// to one auditlens serve, and checks its findings and `auditlens scan`'s.
 func TestBusyCluster(t *testing.T) {
+	// Like the other real-component tests it waits on cluster time more
+	// than it computes; make test passes -parallel 4.
+	t.Parallel()
 	prepare(t)
 	dir := filepath.Join(tempRoot, "busy")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ca := newCA(t, dir)
-	name := "e2e-busy-healthy"
-	recv := startReceiverToken(t, ca, filepath.Join(dir, "auditlens"), name)
-	c := startClusterWith(t, ca, filepath.Join(dir, "healthy"), name, recv.forCluster(name), nil, busyAPIServerFlags(ca)...)
+	var clusters []string
+	for _, sc := range busyScenarios {
+		clusters = append(clusters, "e2e-busy-"+sc.name)
+	}
+	recv := startReceiverToken(t, ca, filepath.Join(dir, "auditlens"), clusters...)
+	for _, sc := range busyScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			start := time.Now()
+			res := runBusyScenario(t, ca, filepath.Join(dir, sc.name), recv, sc)
+			if res == nil {
+				return
+			}
+			t.Run("findings", func(t *testing.T) { checkFindings(t, res) })
+			t.Run("scan", func(t *testing.T) { checkScan(t, res) })
+			t.Logf("%s: %.0fs from the cluster's start to checked findings", sc.name, time.Since(start).Seconds())
+		})
+	}
+	if err := recv.proc.stop(60 * time.Second); err != nil {
+		t.Errorf("auditlens serve: %v\n%s", err, recv.proc.logTail(30))
+	}
+}
+
+// runBusyScenario is runScenario for the busy cluster: its apiserver
+// authenticates kubelets by certificate and authorizes them as nodes.
+func runBusyScenario(t *testing.T, ca *testCA, dir string, recv *receiver, sc busyScenario) *scenarioResult {
+	name := "e2e-busy-" + sc.name
+	c := startClusterWith(t, ca, dir, name, recv.forCluster(name), nil, busyAPIServerFlags(ca)...)
 	d := newDriver(t, c)
 	d.recv = recv
-	b := startBusy(d, c.base)
-	d.sleep(30 * time.Second)
-	b.stop()
+	start := time.Now()
+	exp := sc.run(d)
+	d.stop()
+	t.Logf("scenario ran for %s", time.Since(start).Round(100*time.Millisecond))
+	exp.Scenario, exp.Cluster = "busy-"+sc.name, name
 	c.stop(t)
+	if t.Failed() {
+		return nil
+	}
 	checkEvents(t, recv, c)
+	if t.Failed() {
+		return nil
+	}
+	return &scenarioResult{exp: exp, recv: recv, auditLog: c.auditLog, ended: time.Now()}
+}
+
+// busyHealthy runs every wave of the load with nothing wrong: every
+// detector must stay silent.
+func busyHealthy(d *driver) expectation {
+	b := startBusy(d, d.c.base)
+	l := newLoad(d, b.obs, busyLoad, len(b.nodes))
+	l.create(3 * time.Minute)
+	l.scale(2 * time.Minute)
+	l.update(3 * time.Minute)
+	l.remove(l.workloadsOf("statefulsets", "jobs"), 2*time.Minute)
+	l.deleteNamespaces(3 * time.Minute)
+	b.stop()
+	return expectation{
+		Description: fmt.Sprintf("the real controller-manager and scheduler over %d kubemark hollow nodes; %s creates %d namespaces of "+
+			"Deployments, StatefulSets, Jobs and a DaemonSet with their Services, ConfigMaps and Secrets, scales them, rolls them out "+
+			"and deletes them (%d writes)", len(b.nodes), loadID.user, len(l.namespaces), l.ops),
+		Silent: allDetectors,
+	}
 }

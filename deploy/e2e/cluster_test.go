@@ -71,7 +71,7 @@ var (
 )
 
 var identities = slices.Concat([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs,
-	kubeletIDs, []identity{schedulerID, readerID, outsiderID})
+	kubeletIDs, []identity{schedulerID, loadID, readerID, outsiderID})
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.
