@@ -34,6 +34,7 @@ type busyCluster struct {
 	scheduler *proc
 	nodes     []*hollowNode
 	obs       *observer
+	ready     time.Time // when every node was Ready
 }
 
 // busyNodeNames are the hollow nodes' names.
@@ -59,6 +60,7 @@ func startBusy(d *driver, kcmServer string, kcmFlags ...string) *busyCluster {
 	b.scheduler = startKubeScheduler(d)
 	b.nodes = startHollowNodes(d, busyNodeNames(), hollowConfig{proxy: true})
 	waitNodesReady(d, b.obs, b.nodes, 2*time.Minute)
+	b.ready = time.Now()
 	d.t.Logf("busy cluster: %d hollow nodes Ready %.1fs after the controller-manager started", len(b.nodes), time.Since(start).Seconds())
 	return b
 }
@@ -106,6 +108,8 @@ type busyScenario struct {
 
 var busyScenarios = []busyScenario{
 	{"healthy", busyHealthy},
+	{"heartbeat-wave", busyHeartbeatWave},
+	{"watch-loop", busyWatchLoop},
 }
 
 // TestBusyCluster runs the load on the busy cluster, once healthy and once

@@ -82,6 +82,7 @@ type workload struct {
 	rev       int // the Pod template's revision (label rev)
 	service   bool
 	configs   bool // it mounts ConfigMap <name>-config and Secret <name>-secret
+	created   bool
 	gone      bool // deleted
 }
 
@@ -133,7 +134,11 @@ func newLoad(d *driver, obs *observer, cfg loadConfig, nodes int) *load {
 			add("daemonsets", "daemon", 1, nodes, false, false)
 		}
 	}
-	d.t.Logf("load (seed %d): %d namespaces, %d workloads, %d Pods", cfg.Seed, len(l.namespaces), len(l.workloads), l.pods())
+	pods := 0
+	for _, w := range l.workloads {
+		pods += w.replicas
+	}
+	d.t.Logf("load (seed %d): %d namespaces, %d workloads, %d Pods", cfg.Seed, len(l.namespaces), len(l.workloads), pods)
 	return l
 }
 
@@ -141,7 +146,7 @@ func newLoad(d *driver, obs *observer, cfg loadConfig, nodes int) *load {
 func (l *load) pods() int {
 	n := 0
 	for _, w := range l.workloads {
-		if !w.gone {
+		if w.created && !w.gone {
 			n += w.replicas
 		}
 	}
@@ -179,35 +184,45 @@ func (l *load) write(method, path string, body any, want ...int) object {
 func (l *load) workloadsOf(kinds ...string) []*workload {
 	var out []*workload
 	for _, w := range l.workloads {
-		if !w.gone && (len(kinds) == 0 || slices.Contains(kinds, w.kind)) {
+		if w.created && !w.gone && (len(kinds) == 0 || slices.Contains(kinds, w.kind)) {
 			out = append(out, w)
 		}
 	}
 	return out
 }
 
-// create is the create wave: namespaces, then each workload's ConfigMap,
-// Secret and Service, then the workloads, then it waits until every Pod
-// runs.
-func (l *load) create(timeout time.Duration) {
+// create is the create wave: each namespace, its workloads' ConfigMaps,
+// Secrets and Services, then its workloads; then it waits until every Pod
+// runs. Without arguments it creates every namespace of the load.
+func (l *load) create(timeout time.Duration, namespaces ...string) {
 	l.d.t.Helper()
 	start := time.Now()
-	for _, ns := range l.namespaces {
+	if len(namespaces) == 0 {
+		namespaces = l.namespaces
+	}
+	for _, ns := range namespaces {
 		l.write(http.MethodPost, "/api/v1/namespaces", namespace(ns), http.StatusCreated)
-	}
-	for _, w := range l.workloads {
-		if w.configs {
-			l.write(http.MethodPost, collection(w.namespace, "configmaps"), loadConfigMap(w, 1), http.StatusCreated)
-			l.write(http.MethodPost, collection(w.namespace, "secrets"), loadSecret(w), http.StatusCreated)
+		var ws []*workload
+		for _, w := range l.workloads {
+			if w.namespace == ns {
+				ws = append(ws, w)
+			}
 		}
-		if w.service {
-			l.write(http.MethodPost, collection(w.namespace, "services"), loadService(w), http.StatusCreated)
+		for _, w := range ws {
+			if w.configs {
+				l.write(http.MethodPost, collection(w.namespace, "configmaps"), loadConfigMap(w, 1), http.StatusCreated)
+				l.write(http.MethodPost, collection(w.namespace, "secrets"), loadSecret(w), http.StatusCreated)
+			}
+			if w.service {
+				l.write(http.MethodPost, collection(w.namespace, "services"), loadService(w), http.StatusCreated)
+			}
+		}
+		for _, w := range ws {
+			l.write(http.MethodPost, strings.TrimSuffix(w.path(), "/"+w.name), l.object(w), http.StatusCreated)
+			w.created = true
 		}
 	}
-	for _, w := range l.workloads {
-		l.write(http.MethodPost, strings.TrimSuffix(w.path(), "/"+w.name), l.object(w), http.StatusCreated)
-	}
-	l.waitSettled("create", start, timeout)
+	l.waitSettled(fmt.Sprintf("create %v", namespaces), start, timeout)
 }
 
 // scale is the scale wave: each Deployment and StatefulSet to a random
@@ -216,11 +231,29 @@ func (l *load) create(timeout time.Duration) {
 func (l *load) scale(timeout time.Duration) {
 	l.d.t.Helper()
 	start := time.Now()
+	l.scaleBy(func() float64 { return 0.5 + l.rng.Float64() })
+	l.waitSettled("scale", start, timeout)
+}
+
+// scaleBy scales each Deployment and StatefulSet by a factor drawn from
+// factor, and does not wait.
+func (l *load) scaleBy(factor func() float64) {
+	l.d.t.Helper()
 	for _, w := range l.workloadsOf("deployments", "statefulsets") {
-		w.replicas = max(1, int(math.Round(float64(w.replicas)*(0.5+l.rng.Float64()))))
+		w.replicas = max(1, int(math.Round(float64(w.replicas)*factor())))
 		l.write(http.MethodPatch, w.path()+"/scale", map[string]any{"spec": map[string]any{"replicas": w.replicas}}, http.StatusOK)
 	}
-	l.waitSettled("scale", start, timeout)
+}
+
+// updateConfigs writes a new generation of every ConfigMap, and does not
+// wait.
+func (l *load) updateConfigs() {
+	l.d.t.Helper()
+	for _, w := range l.workloadsOf() {
+		if w.configs {
+			l.write(http.MethodPut, collection(w.namespace, "configmaps")+"/"+w.name+"-config", loadConfigMap(w, w.rev+1), http.StatusOK)
+		}
+	}
 }
 
 // update is the update wave: a new generation of every ConfigMap, then a
@@ -274,12 +307,16 @@ func (l *load) removeService(w *workload) {
 	}
 }
 
-// recreateService deletes and re-creates w's Service, as a user who
-// re-applies a chart with --force does, and returns the new
-// resourceVersion.
-func (l *load) recreateService(w *workload) string {
+// deleteService and createService delete and re-create w's Service, as a
+// user who re-applies a chart with --force does; createService returns the
+// new resourceVersion.
+func (l *load) deleteService(w *workload) {
 	l.d.t.Helper()
 	l.write(http.MethodDelete, collection(w.namespace, "services")+"/"+w.name, nil, http.StatusOK)
+}
+
+func (l *load) createService(w *workload) string {
+	l.d.t.Helper()
 	o := l.write(http.MethodPost, collection(w.namespace, "services"), loadService(w), http.StatusCreated)
 	return o.Metadata.ResourceVersion
 }
@@ -346,6 +383,9 @@ func (l *load) behind() []string {
 	l.obs.mu.Unlock()
 	var out []string
 	for _, w := range l.workloads {
+		if !w.created {
+			continue
+		}
 		c := counts[w.namespace+"/"+w.name]
 		if c == nil {
 			c = &count{}
