@@ -109,6 +109,7 @@ type load struct {
 	workloads  []*workload
 	next       time.Time // when the next write may go
 	ops        int
+	peak       int // the most Pods of the load seen at once
 }
 
 func newLoad(d *driver, obs *observer, cfg loadConfig, nodes int) *load {
@@ -344,7 +345,7 @@ func (l *load) deleteNamespaces(timeout time.Duration) {
 	}) {
 		l.d.t.Fatalf("namespaces %v not gone %s after their deletion", l.namespaces, timeout)
 	}
-	l.d.t.Logf("load: namespaces %v gone %.1fs after their deletion", l.namespaces, time.Since(start).Seconds())
+	l.d.t.Logf("load: namespaces %v gone %.1fs after their deletion; at most %d Pods at once", l.namespaces, time.Since(start).Seconds(), l.peak)
 }
 
 // waitSettled waits until every live workload runs exactly its Pods, of
@@ -381,6 +382,11 @@ func (l *load) behind() []string {
 		}
 	}
 	l.obs.mu.Unlock()
+	all := 0
+	for _, c := range counts {
+		all += c.all
+	}
+	l.peak = max(l.peak, all)
 	var out []string
 	for _, w := range l.workloads {
 		if !w.created {
