@@ -18,7 +18,7 @@
 // authorized by the Node authorizer), and a load driver (load_test.go)
 // after SIG Scalability's load test: namespaces of Deployments,
 // StatefulSets, Jobs and a DaemonSet with their Services, ConfigMaps and
-// Secrets, created, scaled, rolled out and deleted in waves, about 200
+// Secrets, created, scaled, rolled out and deleted in waves, up to 225
 // Pods at the peak. Three runs, each on its own cluster: healthy, where
 // every detector must stay silent; a heartbeat wave, where four hollow
 // nodes hang (SIGSTOP) for 90 s amid the load and heartbeat-loss must name

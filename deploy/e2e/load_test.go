@@ -61,7 +61,7 @@ type loadConfig struct {
 
 // busyLoad is the workload of the busy scenarios: 163 Pods after the
 // create wave on 10 hollow nodes, about as many after the scale wave, up
-// to ≈ 200 while the rollouts surge.
+// to 225 at once while the rollouts surge (measured).
 var busyLoad = loadConfig{
 	Namespaces: 3,
 	Small:      3, SmallReplicas: 3,
