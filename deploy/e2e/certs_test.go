@@ -55,12 +55,25 @@ func newCA(t *testing.T, dir string) *testCA {
 // returns their paths.
 func (ca *testCA) issue(t *testing.T, dir, name, cn string, server bool) (certPath, keyPath string) {
 	t.Helper()
+	return ca.issueSubject(t, dir, name, pkix.Name{CommonName: cn}, server)
+}
+
+// issueUser writes a client certificate for Kubernetes user cn in groups
+// orgs (the apiserver reads the subject's organizations as groups), as
+// a kubelet's system:node:<name> in system:nodes.
+func (ca *testCA) issueUser(t *testing.T, dir, name, cn string, orgs ...string) (certPath, keyPath string) {
+	t.Helper()
+	return ca.issueSubject(t, dir, name, pkix.Name{CommonName: cn, Organization: orgs}, false)
+}
+
+func (ca *testCA) issueSubject(t *testing.T, dir, name string, subject pkix.Name, server bool) (certPath, keyPath string) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: cn},
+		SerialNumber: big.NewInt(serial.Add(1)), Subject: subject,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature,
 	}

@@ -71,7 +71,7 @@ var (
 )
 
 var identities = slices.Concat([]identity{adminID, kcmID, endpointsID, proxyID, aliceID, writerID, reloaderID}, nodeIDs,
-	kubeletIDs, []identity{schedulerID, readerID, outsiderID})
+	kubeletIDs, []identity{schedulerID, loadID, readerID, outsiderID})
 
 // sink is where an apiserver's audit webhook sends: an auditlens serve and
 // the credentials the apiserver presents to it.
@@ -168,6 +168,11 @@ func startClusterWith(t *testing.T, ca *testCA, dir, name string, s sink, prelud
 		// retry every 10 s: noise in the audit log, not cluster behaviour.
 		"--endpoint-reconciler-type=none",
 		"--profiling=false",
+	}
+	// --authorization-mode is a list flag, so a mode given in extra
+	// replaces the default rather than adding to it.
+	if slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--authorization-mode=") }) {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--authorization-mode=RBAC" })
 	}
 	args = append(args, extra...)
 

@@ -18,6 +18,23 @@
 // auditlens must keep one finding for the looping reflector, with evidence
 // from both apiservers, over the webhook and from scan over both logs.
 //
+// TestBusyCluster (busy_test.go) runs a workload instead of a script: the
+// real kube-controller-manager and kube-scheduler over ten kubemark hollow
+// nodes (hollow_test.go: the real kubelet and kube-proxy over a fake
+// container runtime, each kubelet authenticated as system:node:<name> and
+// authorized by the Node authorizer), and a load driver (load_test.go)
+// after SIG Scalability's load test: namespaces of Deployments,
+// StatefulSets, Jobs and a DaemonSet with their Services, ConfigMaps and
+// Secrets, created, scaled, rolled out and deleted in waves, up to 225
+// Pods at the peak. Three runs, each on its own cluster: healthy, where
+// every detector must stay silent; a heartbeat wave, where four hollow
+// nodes hang (SIGSTOP) for 90 s amid the load and heartbeat-loss must name
+// exactly them and the Pods evicted from them; and the watch loop, where
+// the fault proxy stands in front of the controller-manager, a user
+// re-creates a few Services and the load's delete wave removes the
+// Service created first, and watch-loop must report one loop naming every
+// victim.
+//
 // TestOTelCollector (otel_test.go) ships the apiserver's audit log file to
 // auditlens with a real OpenTelemetry Collector (otelcol/, its own module)
 // and compares what arrived by OTLP with what arrived by the webhook.

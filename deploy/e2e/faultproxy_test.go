@@ -78,10 +78,11 @@ type rvRewrite struct {
 
 // endpointsWrite is one write to Endpoints by the proxied client.
 type endpointsWrite struct {
-	At     time.Time
-	Method string
-	Name   string
-	Code   int
+	At        time.Time
+	Method    string
+	Namespace string
+	Name      string
+	Code      int
 }
 
 var endpointsPathRE = regexp.MustCompile(`^/api/v1/namespaces/([^/]+)/endpoints(?:/([^/]+))?$`)
@@ -123,7 +124,7 @@ func (p *faultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		at := time.Now()
 		p.rp.ServeHTTP(sw, r)
 		p.mu.Lock()
-		p.writes = append(p.writes, endpointsWrite{At: at, Method: r.Method, Name: name, Code: sw.code})
+		p.writes = append(p.writes, endpointsWrite{At: at, Method: r.Method, Namespace: m[1], Name: name, Code: sw.code})
 		p.mu.Unlock()
 		return
 	}

@@ -107,6 +107,18 @@ func matchFindings(exp expectation, got []finding) []string {
 			problems = append(problems, fmt.Sprintf("no %s finding", detector))
 			return
 		}
+		if want.Only {
+			var same []string
+			for _, f := range candidates {
+				if f.Subjects.User == want.User && f.Subjects.Resource == want.Resource {
+					same = append(same, fmt.Sprintf("%q (rv %s)", f.Title, f.Subjects.ResourceVersion))
+				}
+			}
+			if len(same) != 1 {
+				problems = append(problems, fmt.Sprintf("%d %s findings about %s's %s, want exactly one: %s",
+					len(same), detector, want.User, want.Resource, strings.Join(same, ", ")))
+			}
+		}
 		var best []string
 		for _, f := range candidates {
 			p := matchFinding(f, want)

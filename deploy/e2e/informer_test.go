@@ -177,11 +177,12 @@ func sendJSON(ctx context.Context, a *actor, timeout time.Duration, method, path
 // and the observer read.
 type kubeObject struct {
 	Metadata struct {
-		Name              string `json:"name"`
-		Namespace         string `json:"namespace"`
-		UID               string `json:"uid"`
-		ResourceVersion   string `json:"resourceVersion"`
-		DeletionTimestamp string `json:"deletionTimestamp"`
+		Name              string            `json:"name"`
+		Namespace         string            `json:"namespace"`
+		UID               string            `json:"uid"`
+		ResourceVersion   string            `json:"resourceVersion"`
+		DeletionTimestamp string            `json:"deletionTimestamp"`
+		Labels            map[string]string `json:"labels"`
 	} `json:"metadata"`
 	Spec struct {
 		NodeName string `json:"nodeName"`

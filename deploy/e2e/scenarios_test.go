@@ -63,6 +63,9 @@ type expectedFinding struct {
 	NotObjects []objectRef `json:"not_objects,omitempty"`
 	// Iterations is how many looping watches the driver made.
 	Iterations int `json:"iterations,omitempty"`
+	// Only: the finding must be the only one of its detector about the
+	// same user and resource (one loop, one finding).
+	Only bool `json:"only,omitempty"`
 	// PartOfLoop: the finding began the scenario's watch loop, so it is
 	// information naming the watch-loop finding, not a warning of its own.
 	PartOfLoop bool `json:"part_of_loop,omitempty"`
