@@ -40,8 +40,10 @@ type watchStart struct {
 	Code    int32
 	RV      string // the resourceVersion it resumed from
 	// Relist: a list, watch-list or watch from "" or "0", which starts
-	// the reflector over (the watch-loop detector's requests only).
+	// the reflector over; Agent is the user agent that made it (the
+	// watch-loop detector's requests only).
 	Relist bool
+	Agent  string
 }
 
 func (w watchStart) evidence(c client, rv, role string) Evidence {
@@ -106,7 +108,7 @@ const reflectorWatchesSQL = `SELECT cluster, toString(w_ident) AS ident, user, p
        arraySlice(arraySort(arrayDistinct(arrayMap(x -> x.6, w))), 1, 16) AS source_ips,
        arrayMap(x -> x.1, w) AS ids, arrayMap(x -> x.2, w) AS starts, arrayMap(x -> x.3, w) AS stages,
        arrayMap(x -> x.4, w) AS uris, arrayMap(x -> x.5, w) AS codes, arrayMap(x -> x.8, w) AS rvs,
-       arrayMap(x -> x.9, w) AS relists
+       arrayMap(x -> x.9, w) AS relists, arrayMap(x -> x.7, w) AS agents
 FROM (
 SELECT cluster, w_ident, any(w_user) AS user, any(w_program) AS program, any(w_instance) AS instance,
        any(w_api_group) AS api_group, any(w_resource) AS resource, any(w_namespace) AS namespace,
@@ -144,6 +146,7 @@ type reflectorWatchesRow struct {
 	Codes     []int32  `json:"codes"`
 	RVs       []string `json:"rvs"`
 	Relists   []uint8  `json:"relists"`
+	Agents    []string `json:"agents"`
 }
 
 // watchSuspectsSQL finds, cheaply, the reflectors that may be looping: a
@@ -201,7 +204,8 @@ func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []str
 		g := watchGroup{reflector: r.reflector, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}
 		for i := range r.IDs {
 			g.Watches = append(g.Watches, watchStart{AuditID: r.IDs[i], Stage: at(r.Stages, i),
-				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i), RV: at(r.RVs, i), Relist: at(r.Relists, i) != 0})
+				Time: micros(at(r.Starts, i)), URI: at(r.URIs, i), Code: at(r.Codes, i), RV: at(r.RVs, i), Relist: at(r.Relists, i) != 0,
+				Agent: at(r.Agents, i)})
 		}
 		slices.SortFunc(g.Watches, func(a, b watchStart) int {
 			if c := a.Time.Compare(b.Time); c != 0 {

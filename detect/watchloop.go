@@ -198,6 +198,46 @@ type candidate struct {
 	deletes []attributed
 	hist    *history     // remembered history, nil when there is none
 	inLoop  map[int]bool // bursts that are restarts of the loop
+	// replayable marks the watches that can replay history
+	// (markReplayable).
+	replayable []bool
+}
+
+// markReplayable marks the restarts that can replay history: from a
+// resourceVersion at or below the highest its client resumed from since
+// its last relist, or one the walk cannot place (the client's first since
+// the walk began, or one an earlier evaluation walked). A restart from
+// above, or the first after a relist, resumes from a fresh
+// resourceVersion and replays nothing: churn after it follows something
+// else (on a busy program, its other clients' restarts come every few
+// seconds).
+func (c *candidate) markReplayable() {
+	c.replayable = make([]bool, len(c.Watches))
+	high, listed := map[string]uint64{}, map[string]bool{}
+	var walked time.Time
+	if c.hist != nil {
+		walked = c.hist.CountedUntil
+		for a, st := range c.hist.Streams {
+			high[a], listed[a] = st.High, st.Listed
+		}
+	}
+	for i, ws := range c.Watches {
+		if !walked.IsZero() && !ws.Time.After(walked) {
+			c.replayable[i] = true
+			continue
+		}
+		if ws.Relist {
+			high[ws.Agent], listed[ws.Agent] = 0, true
+			continue
+		}
+		rv, err := strconv.ParseUint(ws.RV, 10, 64)
+		if err != nil || rv == 0 {
+			continue
+		}
+		h := high[ws.Agent]
+		c.replayable[i] = h == 0 && !listed[ws.Agent] || h > 0 && rv <= h
+		high[ws.Agent] = max(h, rv)
+	}
 }
 
 // attributed is a churned delete and the watch restart it followed.
@@ -231,6 +271,7 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q Querier, st StateStore,
 	for _, g := range groups {
 		c := &candidate{watchGroup: g, hist: mem.hists[g.key()]}
 		c.burstOf, c.starts = restarts(g.Watches, d.cfg.RetrySpacing)
+		c.markReplayable()
 		if len(c.starts) == 0 && c.hist == nil {
 			continue
 		}
@@ -357,14 +398,17 @@ func (d *WatchLoop) account(c *candidate, settled time.Time) (tot history, chang
 	counted := map[int]bool{} // bursts counted by this walk
 	step := func(t *history, i int) {
 		ws := c.Watches[i]
-		first := t.CountedUntil.IsZero() // the walk's first request
+		first := t.CountedUntil.IsZero() || t.Streams[ws.Agent] == nil // the walk's first request of the client
 		retry := ws.RV == t.LastRV && !first && ws.Time.Sub(t.CountedUntil) < d.cfg.RetrySpacing
 		if ws.Time.After(t.CountedUntil) {
 			t.CountedUntil = ws.Time
 		}
 		t.LastRV = ws.RV
+		st := t.stream(ws.Agent)
 		if ws.Relist {
-			t.High, t.InLoop, t.LastRV, t.Lead = 0, false, "", nil
+			endEpisode(st)
+			*st = stream{Listed: true}
+			t.LastRV = ""
 			return
 		}
 		b := c.burstOf[i]
@@ -376,21 +420,39 @@ func (d *WatchLoop) account(c *candidate, settled time.Time) (tot history, chang
 			return // not an etcd revision: nothing to compare
 		}
 		fol := followed[b]
-		known := t.High > 0
-		stale := known && rv <= t.High
-		back := known && rv < t.High
-		if rv > t.High {
-			t.High = rv
+		known := st.High > 0
+		stale := known && rv <= st.High
+		back := known && rv < st.High
+		if rv > st.High {
+			st.High = rv
 		}
-		lead := t.Lead
-		t.Lead = nil
+		lead := st.Lead
+		st.Lead = nil
 		switch {
-		case back || fol && (stale || !known):
-			t.InLoop = true
+		case back:
+			// Went back: the loop's, without doubt. Restarts held back
+			// before it, from the resourceVersion it went back from,
+			// are not: that one was the reflector's own.
+			endEpisode(st)
+			st.InLoop = true
+		case fol && (stale || !known && !st.Listed):
+			if !st.InLoop {
+				// Churn began it: held back until it shows enough.
+				st.InLoop, st.Held = true, true
+				st.Pending, st.pendingBursts = nil, nil
+				if lead != nil && lead.RV == ws.RV {
+					st.Pending = append(st.Pending, pendingRestarts{RV: lead.RV, First: lead.First, Last: lead.Last, N: lead.Restarts})
+					for lb, li := range c.starts {
+						if lt := c.Watches[li].Time; c.Watches[li].RV == ws.RV && !lt.Before(lead.First) && !lt.After(lead.Last) {
+							st.pendingBursts = append(st.pendingBursts, lb)
+						}
+					}
+				}
+			}
 		case !stale && known:
-			t.InLoop = false
+			endEpisode(st)
 			return
-		case !t.InLoop:
+		case !st.InLoop:
 			// Not a loop's restart, as far as the walk knows: but the
 			// run of restarts from the resourceVersion the walk began
 			// with is the loop's when churn follows it later.
@@ -400,35 +462,30 @@ func (d *WatchLoop) account(c *candidate, settled time.Time) (tot history, chang
 				}
 				lead.Last = ws.Time
 				lead.Restarts++
-				t.Lead = lead
+				st.Lead = lead
 			}
 			return
 		}
-		if lead != nil && lead.RV == ws.RV && !back {
-			t.Restarts += lead.Restarts
-			if t.FirstSeen.IsZero() || lead.First.Before(t.FirstSeen) {
-				t.FirstSeen = lead.First
-			}
-			t.stale(ws.RV, lead.First, lead.Last, lead.Restarts)
-			for lb, li := range c.starts {
-				if lt := c.Watches[li].Time; c.Watches[li].RV == ws.RV && !lt.Before(lead.First) && !lt.After(lead.Last) {
-					counted[lb] = true
+		p := pendingRestarts{RV: ws.RV, First: ws.Time, Last: ws.Time, N: 1}
+		if fol {
+			p.Iterations, p.LastChurned = 1, ws.Time
+		}
+		if !st.Held {
+			t.add(p)
+			counted[b] = true
+			return
+		}
+		if len(st.Pending) < maxPending {
+			st.Pending = append(st.Pending, p)
+			st.pendingBursts = append(st.pendingBursts, b)
+		}
+		if d.qualifies(t) {
+			for _, o := range t.Streams {
+				if o.Held {
+					d.commit(t, o, counted)
 				}
 			}
 		}
-		t.Restarts++
-		if fol {
-			t.Iterations++
-			t.LastIteration = ws.Time
-		}
-		if t.FirstSeen.IsZero() || ws.Time.Before(t.FirstSeen) {
-			t.FirstSeen = ws.Time
-		}
-		if ws.Time.After(t.LastSeen) {
-			t.LastSeen = ws.Time
-		}
-		t.stale(ws.RV, ws.Time, ws.Time, 1)
-		counted[b] = true
 	}
 	i := 0
 	for ; i < len(c.Watches); i++ {
@@ -486,6 +543,58 @@ func (d *WatchLoop) account(c *candidate, settled time.Time) (tot history, chang
 		changed = true
 	}
 	return tot, changed
+}
+
+// add counts restarts of the loop in the history.
+func (h *history) add(p pendingRestarts) {
+	h.Restarts += p.N
+	if p.Iterations > 0 {
+		h.Iterations += p.Iterations
+		if p.LastChurned.After(h.LastIteration) {
+			h.LastIteration = p.LastChurned
+		}
+	}
+	if h.FirstSeen.IsZero() || p.First.Before(h.FirstSeen) {
+		h.FirstSeen = p.First
+	}
+	if p.Last.After(h.LastSeen) {
+		h.LastSeen = p.Last
+	}
+	h.stale(p.RV, p.First, p.Last, p.N)
+}
+
+// qualifies reports whether the restarts a history's clients hold back
+// show a loop on their own (together: a leader change or source NAT may
+// split one reflector's restarts between user agents).
+func (d *WatchLoop) qualifies(h *history) bool {
+	n, it := 0, 0
+	for _, st := range h.Streams {
+		if !st.Held {
+			continue
+		}
+		for _, p := range st.Pending {
+			n, it = n+p.N, it+p.Iterations
+		}
+	}
+	return n >= d.cfg.MinRestarts && it >= d.cfg.MinIterations && float64(it) >= d.cfg.MinFollowedRatio*float64(n)
+}
+
+// commit adds a stream's held-back restarts to the history: from now on
+// its episode counts as it goes.
+func (d *WatchLoop) commit(h *history, st *stream, counted map[int]bool) {
+	for _, p := range st.Pending {
+		h.add(p)
+	}
+	for _, b := range st.pendingBursts {
+		counted[b] = true
+	}
+	st.Pending, st.pendingBursts, st.Held = nil, nil, false
+}
+
+// endEpisode ends a stream's episode; what it held back is forgotten.
+func endEpisode(st *stream) {
+	st.InLoop, st.Held = false, false
+	st.Pending, st.pendingBursts = nil, nil
 }
 
 // maxVictims bounds the objects a history remembers.

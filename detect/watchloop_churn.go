@@ -234,7 +234,8 @@ func (e eventRow) requested() time.Time {
 }
 
 // attribute gives each unexplained delete to the watch restart it
-// followed: among the restarts of every candidate of the cluster within
+// followed: among the restarts that can replay history (markReplayable)
+// of every candidate of the cluster within
 // FollowWithin before it, the latest one of the program that wrote the
 // delete (the endpoints controller runs in the program whose informer
 // replays; see sameProgram). When the log cannot say which program wrote
@@ -250,7 +251,9 @@ func (d *WatchLoop) attribute(cands []*candidate, ch churn) {
 	byCluster := map[string][]ref{}
 	for ci, c := range cands {
 		for _, wi := range c.starts {
-			byCluster[c.Cluster] = append(byCluster[c.Cluster], ref{c.Watches[wi].Time, ci, wi})
+			if c.replayable[wi] {
+				byCluster[c.Cluster] = append(byCluster[c.Cluster], ref{c.Watches[wi].Time, ci, wi})
+			}
 		}
 	}
 	for cluster, refs := range byCluster {

@@ -26,20 +26,12 @@ type history struct {
 	// SourceIPs the addresses they came from (up to 16).
 	UserAgent string   `json:"user_agent"`
 	SourceIPs []string `json:"source_ips,omitempty"`
-	// High is the highest integer resourceVersion the reflector resumed
-	// from since its last relist (0: unknown). A restart from it or below
-	// is stale: the reflector had already been there.
-	High uint64 `json:"high,omitempty"`
-	// InLoop: an episode of the loop is under way — from a restart that
-	// went back below High, or one churn followed from a stale
-	// resourceVersion, until the reflector relists or resumes from above
-	// High.
-	InLoop bool `json:"in_loop,omitempty"`
-	// Lead is the run of restarts from one resourceVersion that the walk
-	// began with, before it knew any higher one (the log or the detector
-	// came after the loop began): when churn follows the run, the loop
-	// had begun before it, and the run is counted with it.
-	Lead *StaleRV `json:"lead,omitempty"`
+	// Streams are where the walk stands in each client of the program
+	// that watches the resource, by user agent: each resumes from its own
+	// resourceVersion (kube-controller-manager's typed and metadata
+	// informers are two; a new process of the program, after a leader
+	// change or an upgrade, starts over with a list anyway).
+	Streams map[string]*stream `json:"streams,omitempty"`
 	// LastRV and CountedUntil are the resourceVersion and start of the
 	// latest request walked: a later watch from LastRV within
 	// RetrySpacing is a quick retry of it.
@@ -68,15 +60,92 @@ type history struct {
 	Advance *rvSeen `json:"advance,omitempty"`
 }
 
+// stream is where one client's walk stands.
+type stream struct {
+	// High is the highest integer resourceVersion the client resumed
+	// from since its last relist (0: unknown). A restart from it or below
+	// is stale: the client had already been there.
+	High uint64 `json:"high,omitempty"`
+	// Listed: the walk saw the client relist, so the first watch after
+	// it resumes from what the list returned, a fresh resourceVersion,
+	// although High does not know it yet.
+	Listed bool `json:"listed,omitempty"`
+	// InLoop: an episode of the loop is under way — from a restart that
+	// went back below High, or one churn followed from a stale
+	// resourceVersion (see Pending), until the client relists or resumes
+	// from above High.
+	InLoop bool `json:"in_loop,omitempty"`
+	// Held: the episode began with churn, not with a restart that went
+	// back; its restarts are held in Pending.
+	Held bool `json:"held,omitempty"`
+	// Lead is the run of restarts from one resourceVersion that the walk
+	// began with, before it knew any higher one (the log or the detector
+	// came after the loop began): when churn follows the run, the loop
+	// had begun before it, and the run is counted with it.
+	Lead *StaleRV `json:"lead,omitempty"`
+	// Pending are the restarts of an episode that churn began (not a
+	// restart that went back) and that has not yet shown enough to be the
+	// loop's on its own (MinRestarts, MinIterations, MinFollowedRatio):
+	// a quiet reflector whose restarts happen to precede unrelated churn
+	// is no loop. They join the history once it has; an episode that ends
+	// before is forgotten.
+	Pending []pendingRestarts `json:"pending,omitempty"`
+	// pendingBursts are this evaluation's bursts among Pending.
+	pendingBursts []int
+}
+
+// pendingRestarts are n restarts of an episode from one resourceVersion,
+// the first at First and the last at Last, iterations of them followed by
+// churn.
+type pendingRestarts struct {
+	RV          string    `json:"rv"`
+	First       time.Time `json:"first"`
+	Last        time.Time `json:"last"`
+	N           int       `json:"n"`
+	Iterations  int       `json:"iterations,omitempty"`
+	LastChurned time.Time `json:"last_churned,omitzero"`
+}
+
+// maxPending bounds the restarts an episode holds back.
+const maxPending = 64
+
+// stream returns the walk of a client, created when new.
+func (h *history) stream(agent string) *stream {
+	if h.Streams == nil {
+		h.Streams = map[string]*stream{}
+	}
+	s := h.Streams[agent]
+	if s == nil {
+		if len(h.Streams) >= maxStreams {
+			return &stream{} // not remembered: a program with that many clients on one resource is no reflector
+		}
+		s = &stream{}
+		h.Streams[agent] = s
+	}
+	return s
+}
+
+// maxStreams bounds the clients of one program a history walks.
+const maxStreams = 16
+
 func newHistory(g watchGroup) *history {
 	return &history{Reflector: g.reflector, UserAgent: g.UserAgent}
 }
 
 func (h *history) clone() history {
 	c := *h
-	if h.Lead != nil {
-		l := *h.Lead
-		c.Lead = &l
+	if h.Streams != nil {
+		c.Streams = make(map[string]*stream, len(h.Streams))
+		for k, v := range h.Streams {
+			sc := *v
+			if v.Lead != nil {
+				l := *v.Lead
+				sc.Lead = &l
+			}
+			sc.Pending = slices.Clone(v.Pending)
+			sc.pendingBursts = slices.Clone(v.pendingBursts)
+			c.Streams[k] = &sc
+		}
 	}
 	c.SourceIPs = slices.Clone(h.SourceIPs)
 	c.Victims = slices.Clone(h.Victims)

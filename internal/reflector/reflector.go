@@ -38,3 +38,4 @@ func Program(userAgent, user string) string {
 	}
 	return user
 }
+
