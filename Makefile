@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures fmt vet staticcheck bench bench-import bench-cost bench-webhook bench-scan bench-store bench-detect bench-explorer fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures soak fmt vet staticcheck bench bench-import bench-cost bench-webhook bench-scan bench-store bench-detect bench-explorer fuzz clean
 
 all: build
 
@@ -57,6 +57,14 @@ e2e: chdb e2e-bins
 e2e-fixtures: chdb e2e-bins
 	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_E2E_UPDATE=1 $(GO) test -count=1 -parallel 4 -timeout 30m -v -run 'TestRealAPIServer|TestHeartbeatLoss|TestRVRollback$$' ./deploy/e2e/
 	$(GO) test -count=1 -run 'TestFixtures|TestHeartbeatFixtures|TestRVRollbackFixtures' ./deploy/e2e/
+
+## soak: the busy cluster's load for SOAK (default 3h) at real time scale,
+## serve evaluating every minute; samples RSS, spool and findings each
+## minute into docs/soak/ (soak.csv, soak.svg); the loop is triggered
+## two thirds of the way in
+SOAK ?= 3h
+soak: chdb e2e-bins
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_SOAK=$(SOAK) AUDITLENS_SOAK_OUT=$(CURDIR)/docs/soak $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 24h ./deploy/e2e/
 
 ## check: formatting, vet, staticcheck and the race detector
 check: chdb

@@ -317,6 +317,11 @@ func busyWatchLoop(d *driver) expectation {
 			User: kcmID.user, UserAgent: all[0].UserAgent, Resource: "services", ResourceVersion: legacyRV,
 			Objects: objs, NotObjects: notObjs, Iterations: kcmLoopRestarts, Only: true,
 		},
+		// The loop's resume point drifts as the delete wave removes
+		// more Services: the controller-manager's regressions to the
+		// new stale resourceVersions are part of the one loop,
+		// information naming it, never a warning of their own.
+		AtMostInfo: []string{"watch-rv-regression"},
 	}
 }
 

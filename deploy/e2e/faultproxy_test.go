@@ -348,6 +348,14 @@ func (p *faultProxy) event(pw *proxiedWatch, typ string, obj json.RawMessage) (j
 	return obj, true
 }
 
+// setRewrite turns the DELETED-event rewrite on or off from now on: the
+// soak runs healthy for hours before the bug appears.
+func (p *faultProxy) setRewrite(on bool) {
+	p.mu.Lock()
+	p.rewrite = on
+	p.mu.Unlock()
+}
+
 // setResourceVersion returns obj with metadata.resourceVersion set to rv,
 // every other byte of every other field as it was.
 func setResourceVersion(obj json.RawMessage, rv string) (json.RawMessage, error) {

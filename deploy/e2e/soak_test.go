@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestSoak runs the busy cluster's load over and over, at real time scale,
+// for AUDITLENS_SOAK (a duration: `make soak` gives 3h; unset, the test is
+// skipped): serve at its default intervals (batches of up to a second,
+// an evaluation every minute over the last hour), the controller-manager's
+// own 5–10 minute watch restarts (the fault proxy in front of it cuts
+// nothing sooner than 11 minutes), and Node monitoring at its defaults.
+// Every minute it samples serve's resident memory, its spool and the
+// findings it holds. Two thirds of the way in, the fault proxy starts
+// rewriting DELETED events (the 1.7–1.9 bug) and the user deletes the
+// Service created first: the loop that follows, amid the load's own
+// Service deletions, must be found and stay one finding to the end;
+// nothing else may be found. After the first hour serve's memory may grow
+// by at most 10 %. The samples go to AUDITLENS_SOAK_OUT (soak.csv and
+// soak.svg; default: the test's temporary directory).
+func TestSoak(t *testing.T) {
+	total, err := time.ParseDuration(os.Getenv("AUDITLENS_SOAK"))
+	if err != nil || total <= 0 {
+		t.Skip("AUDITLENS_SOAK is not a duration: the soak runs with make soak")
+	}
+	prepare(t)
+	dir := filepath.Join(tempRoot, "soak")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := os.Getenv("AUDITLENS_SOAK_OUT")
+	if out == "" {
+		out = filepath.Join(dir, "out")
+	}
+	ca := newCA(t, dir)
+	const cluster = "e2e-soak"
+	recv := startReceiverTokenArgs(t, ca, filepath.Join(dir, "auditlens"), []string{cluster},
+		[]string{"--detect-interval=1m", "--batch-wait=1s"})
+	c := startClusterWith(t, ca, dir, cluster, recv.forCluster(cluster), nil, busyAPIServerFlags(ca)...)
+	d := newDriver(t, c)
+	d.recv = recv
+
+	px := startFaultProxy(d, false)
+	px.minCut, px.maxCut = 11*time.Minute, 12*time.Minute
+	b := startBusy(d, px.base, "--kube-api-content-type=application/json",
+		"--node-monitor-period=5s", "--node-monitor-grace-period=50s", "--unhealthy-zone-threshold=0.55", "--node-eviction-rate=0.1")
+	start := time.Now()
+
+	// The early-created Service whose deletion starts the loop lives in
+	// a namespace of its own, which the load never deletes.
+	_, err = d.admin.create("", "namespaces", namespace("soak"))
+	d.must(err)
+	_, err = d.alice.create("soak", "services", service(legacyService))
+	d.must(err)
+
+	var (
+		mu  sync.Mutex
+		rec soakRecord
+	)
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Minute)
+		defer tick.Stop()
+		for {
+			s, err := sampleSoak(recv, cluster, time.Since(start))
+			if err != nil {
+				t.Logf("soak sample: %v", err)
+			} else {
+				mu.Lock()
+				rec.Samples = append(rec.Samples, s)
+				if rec.Trigger > 0 && rec.FoundAt == 0 && s.Loops > 0 {
+					rec.FoundAt = s.At
+				}
+				mu.Unlock()
+				t.Logf("soak %s: RSS %.0f MiB, spool %.0f KiB, %.0f events stored, %d findings (%d watch-loop)",
+					fmtMinutes(s.At), float64(s.RSS)/(1<<20), s.SpoolBytes/1024, s.Stored, s.Findings, s.Loops)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	triggerAt := total * 2 / 3
+	rounds := 0
+	for time.Since(start) < total && !t.Failed() {
+		rounds++
+		cfg := busyLoad
+		cfg.Seed = uint64(rounds)
+		l := newLoad(d, b.obs, cfg, len(b.nodes))
+		l.create(5 * time.Minute)
+		l.scale(5 * time.Minute)
+		l.update(5 * time.Minute)
+		l.remove(l.workloadsOf("statefulsets", "jobs"), 5*time.Minute)
+		mu.Lock()
+		due := rec.Trigger == 0 && time.Since(start) >= triggerAt
+		mu.Unlock()
+		if due {
+			px.setRewrite(true)
+			d.must(d.alice.delete("soak", "services", legacyService))
+			mu.Lock()
+			rec.Trigger = time.Since(start)
+			mu.Unlock()
+			t.Logf("soak %s: the fault proxy rewrites DELETED events; soak/%s deleted", fmtMinutes(time.Since(start)), legacyService)
+		}
+		l.deleteNamespaces(5 * time.Minute)
+	}
+	close(stop)
+	<-sampled
+	b.stop()
+	d.stop()
+	c.stop(t)
+
+	mu.Lock()
+	defer mu.Unlock()
+	if err := rec.save(out, fmt.Sprintf("auditlens serve over %s of the busy cluster's load (%d rounds)", total.Round(time.Minute), rounds)); err != nil {
+		t.Error(err)
+	}
+	t.Logf("soak: %d rounds of the load, samples in %s", rounds, out)
+	fs, err := recv.findings(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loops := 0
+	for _, f := range fs {
+		switch {
+		case f.Detector == "watch-loop":
+			loops++
+		case f.Detector == "watch-rv-regression" && f.Severity == "info":
+			// part of the loop
+		default:
+			t.Errorf("unexpected %s %s finding: %s", f.Severity, f.Detector, f.Title)
+		}
+	}
+	if rec.Trigger > 0 && loops != 1 {
+		t.Errorf("%d watch-loop findings, want the one loop", loops)
+	}
+	if rec.Trigger > 0 && rec.FoundAt == 0 {
+		t.Error("the loop was never found")
+	} else if rec.Trigger > 0 {
+		t.Logf("the loop was found %s after its trigger", rec.FoundAt-rec.Trigger)
+	}
+	if base, peak, g := rec.rssGrowth(); base > 0 {
+		t.Logf("serve's RSS after the first hour: %.0f MiB, at most %.0f MiB later (%+.1f %%)", float64(base)/(1<<20), float64(peak)/(1<<20), 100*g)
+		if g > 0.10 {
+			t.Errorf("serve's RSS grew %.1f %% after the first hour, more than 10 %%", 100*g)
+		}
+	}
+}
+
+// sampleSoak reads one minute's sample from serve.
+func sampleSoak(recv *receiver, cluster string, at time.Duration) (soakSample, error) {
+	s := soakSample{At: at}
+	var err error
+	if s.RSS, err = rssOf(recv.proc.cmd.Process.Pid); err != nil {
+		return s, err
+	}
+	m, err := recv.metrics()
+	if err != nil {
+		return s, err
+	}
+	s.SpoolBytes, s.Stored = m.sum("auditlens_spool_bytes"), m.sum("auditlens_events_stored_total")
+	fs, err := recv.findings(cluster)
+	if err != nil {
+		return s, err
+	}
+	s.Findings = len(fs)
+	for _, f := range fs {
+		if f.Detector == "watch-loop" {
+			s.Loops++
+		}
+	}
+	return s, nil
+}
