@@ -38,4 +38,3 @@ func Program(userAgent, user string) string {
 	}
 	return user
 }
-
