@@ -164,7 +164,7 @@ FROM (
     SELECT cluster, r_api_group, r_resource, win, uniqExact(r_client) AS clients
     FROM (
         SELECT cluster, r_api_group, r_resource, r_client, intDiv(r_start, 30000000) * 30 AS r_step
-        FROM (` + herdRequests("", "%RESOURCES%") + `)
+        FROM (` + herdRequests("", "%RESOURCES% AND (cluster, g_client, g_target) GLOBAL IN ("+herdPairsSQL+")") + `)
         WHERE r_relist AND r_in
     )
     ARRAY JOIN [r_step, r_step - 30] AS win
@@ -172,6 +172,31 @@ FROM (
 )
 GROUP BY cluster, r_api_group, r_resource
 HAVING max(clients) >= {min_clients:UInt32}`
+
+// herdPairsSQL narrows herdCountsSQL, exactly, to the clients and targets
+// that can relist in a herd: a relist in the window is a list there
+// ({j_…}: the window itself), of a resource that some 60 s window shows
+// listed by at least min_clients clients (a herd's relisting clients list
+// it, and more may list it for the first time). Lists are a small share
+// of the reads: the costly grouping by request and the window function
+// then read only these pairs' requests, look-back included.
+const herdPairsSQL = `SELECT cluster, p_client, p_target FROM (
+                SELECT cluster, api_group AS p_group, resource AS p_resource, ` + refl.ClientSQL + ` AS p_client, ` + refl.TargetSQL + ` AS p_target
+                FROM audit_events
+                WHERE %JUDGED% AND ` + refl.ListSQL + `%RESOURCES%
+            )
+            WHERE (cluster, p_group, p_resource) IN (
+                SELECT cluster, q_group, q_resource FROM (
+                    SELECT cluster, api_group AS q_group, resource AS q_resource, ` + refl.ClientSQL + ` AS q_client,
+                           intDiv(` + refl.StartSQL + `, 30000000) AS q_step
+                    FROM audit_events
+                    WHERE %JUDGED% AND ` + refl.ListSQL + `%RESOURCES%
+                )
+                ARRAY JOIN [q_step, q_step - 1] AS q_win
+                GROUP BY cluster, q_group, q_resource, q_win
+                HAVING uniqExact(q_client) >= {min_clients:UInt32}
+            )
+            GROUP BY cluster, p_client, p_target`
 
 // herdRequests fills herdRequestsSQL's further columns and conditions.
 func herdRequests(columns, where string) string {
@@ -264,7 +289,13 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		Counts []int   `json:"counts"`
 	}
 	var cands []resourceCounts
-	countsSQL := strings.Replace(strings.Replace(herdCountsSQL, "%WINDOW%", windowParams(lookBack, reads), 1), "%RESOURCES%", res, 1)
+	judged := strings.NewReplacer("{since:", "{j_since:", "{until:", "{j_until:", "{clusters:", "{j_clusters:").Replace(windowParams(w, p))
+	for _, k := range []string{"since", "until", "clusters"} {
+		if v, ok := p[k]; ok {
+			reads["j_"+k] = v
+		}
+	}
+	countsSQL := strings.NewReplacer("%WINDOW%", windowParams(lookBack, reads), "%RESOURCES%", res, "%JUDGED%", judged).Replace(herdCountsSQL)
 	err := selectRows(ctx, q, "relists by resource and minute", countsSQL, reads, func(r resourceCounts) error {
 		cands = append(cands, r)
 		return nil
