@@ -215,18 +215,24 @@ func TestRelistHerdLookBack(t *testing.T) {
 		{"earlier read just before the window", 2 * time.Minute, "pods", 0, true},
 		{"earlier read beyond the look-back", 2 * time.Minute, "pods", time.Minute, false},
 		{"first reads of different configmaps", 0, "configmaps", 0, false},
+		// The Node authorizer refuses a kubelet's watch-list of its new
+		// Pod's ConfigMap (403) before its graph knows the Pod, and the
+		// kubelet lists it at once: one first read.
+		{"a refused watch-list and the list after it", 0, "configmaps-refused", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := "relist-lookback-" + tc.name
 			var rows []store.Row
 			n := 0
+			code := int32(200)
 			add := func(at time.Duration, verb, user, res, ns, name, fields string) {
 				n++
+				defer func() { code = 200 }()
 				ts := t0.Add(at)
 				rows = append(rows, store.Row{Cluster: cluster, AuditID: fmt.Sprintf("%s-%04d", cluster, n), Stage: "ResponseComplete",
 					Level: "Metadata", Verb: verb, RequestURI: "/api/v1/" + res, Time: ts.Add(8 * time.Millisecond), ReceivedAt: ts,
 					User: user, UserAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/abc1234", SourceIP: "10.0.1.1",
-					Resource: res, APIVersion: "v1", Namespace: ns, Name: name, FieldSelector: fields, Code: 200, Watch: verb == "watch"})
+					Resource: res, APIVersion: "v1", Namespace: ns, Name: name, FieldSelector: fields, Code: code, Watch: verb == "watch"})
 			}
 			// The cluster's steady traffic over the window: node status.
 			for s := time.Duration(0); s < 10*time.Minute; s += 10 * time.Second {
@@ -245,6 +251,11 @@ func TestRelistHerdLookBack(t *testing.T) {
 					// (another object), then the new pod's own.
 					add(30*time.Second, "list", user, "configmaps", "shop", "old", "metadata.name=old")
 					add(at, "list", user, "configmaps", "shop", fmt.Sprintf("app-%d", i), fmt.Sprintf("metadata.name=app-%d", i))
+				case "configmaps-refused":
+					name := fmt.Sprintf("app-%d", i%3) // three Deployments' ConfigMaps
+					code = 403
+					add(at, "watch", user, "configmaps", "shop", name, "metadata.name="+name)
+					add(at+100*time.Millisecond, "list", user, "configmaps", "shop", name, "metadata.name="+name)
 				}
 			}
 			if err := st.Insert(context.Background(), rows); err != nil {

@@ -139,12 +139,15 @@ const herdStep = 30 * time.Second
 // the relists (reflector.RelistSQL of the lists, reflector.ListSQL) and
 // r_in for the requests the window holds (a stage at or after {judge}).
 // %COLUMNS% are further columns of each request (aggregates of its
-// stages, named g_*); %WHERE% narrows the rows.
+// stages, named g_*); %WHERE% narrows the rows. A request that failed
+// read nothing: a kubelet's watch-list of a new Pod's ConfigMap that the
+// Node authorizer refuses (403, its graph not yet updated) and the list it
+// falls back to at once are one first read, not a read and a relist.
 const herdRequestsSQL = `SELECT *, ` + refl.RelistSQL + ` AS r_relist
 FROM (
     SELECT cluster, audit_id, any(api_group) AS r_api_group, any(resource) AS r_resource, any(g_client) AS r_client,
            any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read,
-           max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in%COLUMNS%
+           max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in, max(code) AS r_code%COLUMNS%
     FROM (
         SELECT *, request_uri, received_at, ` + refl.ClientSQL + ` AS g_client, ` + refl.TargetSQL + ` AS g_target,
                ` + refl.StartSQL + ` AS g_start, ` + refl.ListSQL + ` AS g_read
@@ -152,6 +155,7 @@ FROM (
         WHERE %WINDOW% AND ` + refl.SeenSQL + `%WHERE%
     )
     GROUP BY cluster, audit_id
+    HAVING r_code = 0 OR (r_code >= 200 AND r_code < 300)
 )`
 
 // herdCountsSQL counts, for each resource, the distinct clients that

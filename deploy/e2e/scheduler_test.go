@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -154,7 +155,8 @@ type observer struct {
 	notReady, tainted map[string][]time.Time
 	ready             map[string][]time.Time
 	// pods is each live Pod as last seen; deleting records when each Pod
-	// was first seen with a deletionTimestamp, and on which Node.
+	// was first seen with a deletionTimestamp, and on which Node (by
+	// namespace/name and UID).
 	pods     map[string]kubeObject
 	deleting map[string]deletion
 }
@@ -212,8 +214,10 @@ func (o *observer) pod(typ string, p kubeObject) error {
 	}
 	o.pods[key] = p
 	if p.Metadata.DeletionTimestamp != "" {
-		if _, ok := o.deleting[key]; !ok {
-			o.deleting[key] = deletion{At: now, Node: p.Spec.NodeName}
+		// By UID: a StatefulSet's Pod comes back under the same name,
+		// and the new one may be deleted too.
+		if _, ok := o.deleting[key+"\x00"+p.Metadata.UID]; !ok {
+			o.deleting[key+"\x00"+p.Metadata.UID] = deletion{At: now, Node: p.Spec.NodeName}
 		}
 	}
 	return nil
@@ -296,8 +300,8 @@ func (o *observer) evictedAfter(t time.Time, nodes []string) map[string]deletion
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := map[string]deletion{}
-	for key, del := range o.deleting {
-		if !del.At.Before(t) && slices.Contains(nodes, del.Node) {
+	for k, del := range o.deleting {
+		if key, _, _ := strings.Cut(k, "\x00"); !del.At.Before(t) && slices.Contains(nodes, del.Node) {
 			out[key] = del
 		}
 	}
