@@ -225,28 +225,7 @@ func busyWatchLoop(d *driver) expectation {
 		}
 		return out
 	}
-	d.waitFor("3 restarts of kube-controller-manager's Services watch", 4*px.maxCut+10*time.Second,
-		func() bool { return len(restarts()) >= 3 })
-	third := restarts()[2].Start
-	var found *finding
-	poll(time.Until(third.Add(time.Minute)), time.Second, func() bool {
-		fs, err := d.recv.findings(d.c.name)
-		if err != nil {
-			return false
-		}
-		for i, f := range fs {
-			if f.Detector == "watch-loop" && f.Subjects.ResourceVersion == legacyRV {
-				found = &fs[i]
-				return true
-			}
-		}
-		return false
-	})
-	if found == nil {
-		d.t.Errorf("no watch-loop finding from resourceVersion %s within a minute of the third restart", legacyRV)
-	} else {
-		d.t.Logf("auditlens found the loop %.1fs after the third restart: %s", time.Since(third).Seconds(), found.Title)
-	}
+	waitLoopFinding(d, px, restarts, legacyRV, t0)
 	d.waitFor(fmt.Sprintf("%d restarts of kube-controller-manager's Services watch", kcmLoopRestarts),
 		time.Duration(kcmLoopRestarts+1)*px.maxCut+10*time.Second, func() bool { return len(restarts()) >= kcmLoopRestarts })
 	var victimKeys []string

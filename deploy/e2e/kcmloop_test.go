@@ -82,30 +82,9 @@ func kcmLoop(d *driver, rewrite bool) expectation {
 		return out
 	}
 	if rewrite {
-		d.waitFor("3 restarts of kube-controller-manager's Services watch", 4*px.maxCut+10*time.Second,
-			func() bool { return len(restarts()) >= 3 })
 		// auditlens, over the webhook, finds the loop within a minute of
 		// the third restart (serve evaluates every 5 s here).
-		third := restarts()[2].Start
-		var found *finding
-		poll(time.Until(third.Add(time.Minute)), time.Second, func() bool {
-			fs, err := d.recv.findings(d.c.name)
-			if err != nil {
-				return false
-			}
-			for i, f := range fs {
-				if f.Detector == "watch-loop" && f.Subjects.ResourceVersion == legacyRV {
-					found = &fs[i]
-					return true
-				}
-			}
-			return false
-		})
-		if found == nil {
-			d.t.Errorf("no watch-loop finding from resourceVersion %s within a minute of the third restart (at %.1fs)", legacyRV, third.Sub(t0).Seconds())
-		} else {
-			d.t.Logf("auditlens found the loop %.1fs after the third restart (polled every second): %s", time.Since(third).Seconds(), found.Title)
-		}
+		waitLoopFinding(d, px, restarts, legacyRV, t0)
 	}
 	d.waitFor(fmt.Sprintf("%d restarts of kube-controller-manager's Services watch", kcmLoopRestarts),
 		time.Duration(kcmLoopRestarts+1)*px.maxCut+10*time.Second,
@@ -415,4 +394,34 @@ func describeWrites(ws []endpointsWrite, t0 time.Time) string {
 		fmt.Fprintf(&b, "\n  %.3fs %s %s %d", w.At.Sub(t0).Seconds(), w.Method, w.Name, w.Code)
 	}
 	return b.String()
+}
+
+// waitLoopFinding waits for the third restart of the controller-manager's
+// Services watch (restarts lists them) and then, for up to a minute, for
+// auditlens to hold a watch-loop finding from resourceVersion rv over the
+// webhook; it fails the test when none comes.
+func waitLoopFinding(d *driver, px *faultProxy, restarts func() []proxiedWatch, rv string, t0 time.Time) {
+	d.t.Helper()
+	d.waitFor("3 restarts of kube-controller-manager's Services watch", 4*px.maxCut+10*time.Second,
+		func() bool { return len(restarts()) >= 3 })
+	third := restarts()[2].Start
+	var found *finding
+	poll(time.Until(third.Add(time.Minute)), time.Second, func() bool {
+		fs, err := d.recv.findings(d.c.name)
+		if err != nil {
+			return false
+		}
+		for i, f := range fs {
+			if f.Detector == "watch-loop" && f.Subjects.ResourceVersion == rv {
+				found = &fs[i]
+				return true
+			}
+		}
+		return false
+	})
+	if found == nil {
+		d.t.Errorf("no watch-loop finding from resourceVersion %s within a minute of the third restart (at %.1fs)", rv, third.Sub(t0).Seconds())
+	} else {
+		d.t.Logf("auditlens found the loop %.1fs after the third restart (polled every second): %s", time.Since(third).Seconds(), found.Title)
+	}
 }
