@@ -17,16 +17,23 @@ import (
 // (deploy/e2e/fixtures): the real kube-controller-manager's relist loop
 // behind the expiring proxy is one finding with the turns the run counted;
 // every other real log (the controller-manager starting and listing
-// everything, the watch loop, healthy clients) is silent, but for herds
-// that a heartbeat-loss or rv-rollback finding of the same log explains.
+// everything, the watch loop, healthy clients, and the busy cluster's
+// kubelets reading each new Pod's ConfigMaps and Secrets) is silent, but
+// for herds that a heartbeat-loss or rv-rollback finding of the same log
+// explains.
 func TestRelistFixtures(t *testing.T) {
 	st := engine(t)
 	logs, err := filepath.Glob(filepath.Join("..", "deploy", "e2e", "fixtures", "*.log"))
 	if err != nil || len(logs) == 0 {
 		t.Fatalf("no e2e fixtures: %v", err)
 	}
-	for _, path := range logs {
-		name := strings.TrimSuffix(filepath.Base(path), ".log")
+	// The busy cluster's recordings, gzipped.
+	busy, err := filepath.Glob(filepath.Join("..", "deploy", "e2e", "fixtures", "busy-*.log.gz"))
+	if err != nil || len(busy) == 0 {
+		t.Fatalf("no busy-cluster recordings: %v", err)
+	}
+	for _, path := range append(logs, busy...) {
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".gz"), ".log")
 		t.Run(name, func(t *testing.T) {
 			var exp struct {
 				RelistLoop *struct {
@@ -35,7 +42,7 @@ func TestRelistFixtures(t *testing.T) {
 					Iterations int    `json:"iterations"`
 				} `json:"relist_loop"`
 			}
-			b, err := os.ReadFile(strings.TrimSuffix(path, ".log") + ".json")
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(path), name+".json"))
 			if err != nil {
 				t.Fatal(err)
 			}

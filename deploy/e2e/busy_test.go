@@ -139,6 +139,9 @@ func TestBusyCluster(t *testing.T) {
 			}
 			t.Run("findings", func(t *testing.T) { checkFindings(t, res) })
 			t.Run("scan", func(t *testing.T) { checkScan(t, res) })
+			if updateFixtures && !t.Failed() {
+				saveFixtureGzip(t, res.exp.Scenario, res.auditLog, res.exp)
+			}
 			t.Logf("%s: %.0fs from the cluster's start to checked findings", sc.name, time.Since(start).Seconds())
 		})
 	}

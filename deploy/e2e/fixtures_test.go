@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,6 +37,44 @@ func saveFixture(t *testing.T, name, auditLog string, exp expectation) {
 		t.Fatal(err)
 	}
 	t.Logf("wrote %s/%s.log (%d bytes) and %s.json", fixtureDir, name, len(b), name)
+}
+
+// saveFixtureGzip is saveFixture for the long recordings of the busy
+// cluster: the audit log goes to fixtures/<name>.log.gz.
+func saveFixtureGzip(t *testing.T, name, auditLog string, exp expectation) {
+	t.Helper()
+	in, err := os.Open(auditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	path := filepath.Join(fixtureDir, name+".log.gz")
+	out, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw, err := gzip.NewWriterLevel(out, gzip.BestCompression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(zw, in)
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("writing %s: %v", path, err)
+	}
+	j, err := json.MarshalIndent(exp, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fixtureDir, name+".json"), append(j, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d bytes before compression) and %s.json", path, n, name)
 }
 
 // loadFixture decodes fixtures/<name>.log with auditlens's decoder and

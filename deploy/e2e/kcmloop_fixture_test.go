@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -81,6 +83,7 @@ func (e rawEvent) code() int {
 	return e.ResponseStatus.Code
 }
 
+// readRawEvents reads an audit log, plain or gzipped (.gz).
 func readRawEvents(t *testing.T, path string) []rawEvent {
 	t.Helper()
 	f, err := os.Open(path)
@@ -88,8 +91,17 @@ func readRawEvents(t *testing.T, path string) []rawEvent {
 		t.Fatalf("%v (regenerate with make e2e-fixtures)", err)
 	}
 	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		zr, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		defer zr.Close()
+		r = zr
+	}
 	var out []rawEvent
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4<<20), 4<<20)
 	for n := 1; sc.Scan(); n++ {
 		var e rawEvent

@@ -18,8 +18,7 @@ import (
 // What the soak (TestSoak) records each minute, and how it draws it.
 
 // soakSample is one minute of a soak: serve's resident memory and spool,
-// the findings it holds, and the watch loop's detection latency once the
-// loop was triggered.
+// the findings it holds, and how far behind the detectors are.
 type soakSample struct {
 	At         time.Duration // since the soak began
 	RSS        int64         // serve's VmRSS, bytes
@@ -27,13 +26,52 @@ type soakSample struct {
 	Stored     float64       // auditlens_events_stored_total
 	Findings   int           // findings of the soak's cluster, every detector
 	Loops      int           // watch-loop findings
+	// EvalSeconds is how long one evaluation of every detector took, on
+	// average over the minute (auditlens_detector_run_seconds); 0 when
+	// none ran in it.
+	EvalSeconds float64
+	// SinceEval is how long ago the detector that evaluated least
+	// recently last succeeded (auditlens_detector_last_success_timestamp_seconds):
+	// with EvalSeconds, the bound on how late an event is judged.
+	SinceEval float64
 }
 
-// soakRecord is a soak's samples and its two moments: the loop's trigger
-// and the first evaluation that showed its finding (zero: not yet).
+// soakPause is a stretch in which the host itself stood still: the wall
+// clock moved on while the monotonic clock did not (a virtual machine
+// suspended or snapshotted). Every process stops, so serve rightly
+// reports the silence as an audit-feed gap.
+type soakPause struct {
+	At       time.Duration // the soak's (monotonic) time of the sample that saw it
+	From, To time.Time     // wall clock of the samples around it
+	Lost     time.Duration // wall time that passed without monotonic time
+}
+
+// soakRecord is a soak's samples, the host's pauses, and its two moments:
+// the loop's trigger and the first evaluation that showed its finding
+// (zero: not yet).
 type soakRecord struct {
 	Samples          []soakSample
+	Pauses           []soakPause
 	Trigger, FoundAt time.Duration
+}
+
+// hostPause reports the wall time that passed without monotonic time
+// between two readings of time.Now (wall: the difference of their
+// Round(0) copies; mono: their plain difference), beyond tolerance.
+func hostPause(wall, mono, tolerance time.Duration) (time.Duration, bool) {
+	lost := wall - mono
+	return lost, lost > tolerance
+}
+
+// explains reports whether one of the host's pauses covers the span
+// [from, to] of a finding, give or take slack.
+func (r soakRecord) explains(from, to time.Time, slack time.Duration) bool {
+	for _, p := range r.Pauses {
+		if !from.Before(p.From.Add(-slack)) && !to.After(p.To.Add(slack)) {
+			return true
+		}
+	}
+	return false
 }
 
 // rssOf reads a process's resident set size from /proc.
@@ -66,11 +104,12 @@ func (r soakRecord) writeCSV(path string) error {
 		return err
 	}
 	w := csv.NewWriter(f)
-	_ = w.Write([]string{"minute", "rss_mib", "spool_kib", "events_stored", "findings", "watch_loop_findings"})
+	_ = w.Write([]string{"minute", "rss_mib", "spool_kib", "events_stored", "findings", "watch_loop_findings", "eval_seconds", "since_eval_seconds"})
 	for _, s := range r.Samples {
 		_ = w.Write([]string{strconv.FormatFloat(s.At.Minutes(), 'f', 1, 64), strconv.FormatFloat(float64(s.RSS)/(1<<20), 'f', 1, 64),
 			strconv.FormatFloat(s.SpoolBytes/1024, 'f', 1, 64), strconv.FormatFloat(s.Stored, 'f', 0, 64),
-			strconv.Itoa(s.Findings), strconv.Itoa(s.Loops)})
+			strconv.Itoa(s.Findings), strconv.Itoa(s.Loops),
+			strconv.FormatFloat(s.EvalSeconds, 'f', 2, 64), strconv.FormatFloat(s.SinceEval, 'f', 0, 64)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -106,9 +145,10 @@ func median(v []int64) int64 {
 	return s[len(s)/2]
 }
 
-// svg draws the record as three panels over one time axis: serve's
-// memory, its spool, and the findings it holds, with the loop's trigger
-// and its detection marked.
+// svg draws the record as four panels over one time axis: serve's
+// memory, its spool, the findings it holds, and how far behind the
+// detectors are, with the loop's trigger, its detection and the host's
+// pauses marked.
 func (r soakRecord) svg(title string) string {
 	const (
 		width, left, right = 760.0, 64.0, 16.0
@@ -129,13 +169,15 @@ func (r soakRecord) svg(title string) string {
 		{"serve resident memory", "MiB", func(s soakSample) float64 { return float64(s.RSS) / (1 << 20) }, "rss"},
 		{"spool (acknowledged, not yet stored)", "KiB", func(s soakSample) float64 { return s.SpoolBytes / 1024 }, "spool"},
 		{"findings held (all detectors; watch-loop dashed)", "", func(s soakSample) float64 { return float64(s.Findings) }, "findings"},
+		{"detection: seconds since the last evaluation (one evaluation's time dashed)", "s", func(s soakSample) float64 { return max(s.SinceEval, s.EvalSeconds) }, "lag"},
 	}
 	height := top + float64(len(panels))*(panelH+gap) + 10
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %.0f %.0f" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n",
 		width, height, width, height)
 	b.WriteString(`<style>.axis{stroke:#888;stroke-width:1}.grid{stroke:#ddd;stroke-width:1}.rss{stroke:#1f6feb}.spool{stroke:#8250df}` +
-		`.findings{stroke:#1a7f37}.loops{stroke:#cf222e;stroke-dasharray:4 3}polyline{fill:none;stroke-width:1.6}` +
+		`.findings{stroke:#1a7f37}.loops{stroke:#cf222e;stroke-dasharray:4 3}.lag{stroke:#9a6700}.eval{stroke:#9a6700;stroke-dasharray:4 3}` +
+		`.pause{fill:#888;fill-opacity:0.25}polyline{fill:none;stroke-width:1.6}` +
 		`.mark{stroke:#cf222e;stroke-width:1;stroke-dasharray:2 2}text{fill:#333}</style>` + "\n")
 	fmt.Fprintf(&b, `<text x="%.0f" y="18" font-size="13" font-weight="bold">%s</text>`+"\n", left, xmlEscape(title))
 	for i, p := range panels {
@@ -152,9 +194,24 @@ func (r soakRecord) svg(title string) string {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s %s</text>`+"\n", left-4, y(hi*f)+4, trimFloat(hi*f), p.unit)
 		}
 		fmt.Fprintf(&b, `<line class="axis" x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f"/>`+"\n", left, left+plotW, y0+panelH, y0+panelH)
-		b.WriteString(polyline(r.Samples, x, func(s soakSample) float64 { return y(p.value(s)) }, p.class))
+		if p.class == "lag" {
+			b.WriteString(polyline(r.Samples, x, func(s soakSample) float64 { return y(s.SinceEval) }, p.class))
+			b.WriteString(polyline(r.Samples, x, func(s soakSample) float64 { return y(s.EvalSeconds) }, "eval"))
+		} else {
+			b.WriteString(polyline(r.Samples, x, func(s soakSample) float64 { return y(p.value(s)) }, p.class))
+		}
 		if p.class == "findings" {
 			b.WriteString(polyline(r.Samples, x, func(s soakSample) float64 { return y(float64(s.Loops)) }, "loops"))
+		}
+		for _, ps := range r.Pauses {
+			// The pause lies between the sample that saw it and the one
+			// before: a band a minute wide, labelled with the wall time lost.
+			x0, x1 := x(max(0, ps.At-time.Minute)), x(ps.At)
+			fmt.Fprintf(&b, `<rect class="pause" x="%.1f" y="%.1f" width="%.1f" height="%.1f"/>`, x0, y0, max(x1-x0, 2), panelH)
+			if i == 0 {
+				fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" fill="#555">host paused %s</text>`, x1+3, y0+panelH-4, ps.Lost.Round(time.Second))
+			}
+			b.WriteString("\n")
 		}
 		for _, m := range []struct {
 			at    time.Duration
@@ -238,9 +295,39 @@ func TestSoakRecord(t *testing.T) {
 			rss += int64(m-60) << 17 // +15 MiB over the last two hours
 		}
 		r.Samples = append(r.Samples, soakSample{At: time.Duration(m) * time.Minute, RSS: rss, SpoolBytes: float64(m % 7 * 1024),
-			Findings: m / 120, Loops: m / 125})
+			Findings: m / 120, Loops: m / 125, EvalSeconds: 2 + float64(m%3), SinceEval: float64(m % 61)})
 	}
 	r.Trigger, r.FoundAt = 120*time.Minute, 123*time.Minute
+	wall := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	r.Pauses = []soakPause{{At: 40 * time.Minute, From: wall, To: wall.Add(4 * time.Minute), Lost: 3 * time.Minute}}
+	for _, c := range []struct {
+		from, to time.Time
+		want     bool
+	}{
+		{wall.Add(30 * time.Second), wall.Add(3 * time.Minute), true},
+		{wall.Add(-20 * time.Second), wall.Add(4*time.Minute + 20*time.Second), true},
+		{wall.Add(-2 * time.Minute), wall.Add(3 * time.Minute), false},
+		{wall.Add(time.Hour), wall.Add(time.Hour + 3*time.Minute), false},
+	} {
+		if got := r.explains(c.from, c.to, 30*time.Second); got != c.want {
+			t.Errorf("a finding over [%s, %s] explained by the pause over [%s, %s]: %v, want %v",
+				c.from.Format(time.TimeOnly), c.to.Format(time.TimeOnly), wall.Format(time.TimeOnly), wall.Add(4*time.Minute).Format(time.TimeOnly), got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		wall, mono time.Duration
+		paused     bool
+	}{
+		{time.Minute, time.Minute, false},
+		{time.Minute + 5*time.Second, time.Minute, false}, // a clock slewed by NTP
+		{4 * time.Minute, time.Minute, true},
+		{time.Minute, 2 * time.Minute, false}, // the wall clock stepped back
+	} {
+		if lost, paused := hostPause(c.wall, c.mono, 15*time.Second); paused != c.paused || (paused && lost != c.wall-c.mono) {
+			t.Errorf("wall %s, monotonic %s: paused %v (%s lost), want %v", c.wall, c.mono, paused, lost, c.paused)
+		}
+	}
+
 	base, peak, g := r.rssGrowth()
 	if base != 200<<20 || peak != 215<<20 || math.Abs(g-0.075) > 1e-9 {
 		t.Errorf("growth: base %d, peak %d, %.4f; want 200 MiB, 215 MiB, 0.075", base, peak, g)
@@ -267,8 +354,11 @@ func TestSoakRecord(t *testing.T) {
 			}
 		}
 	}
-	if lines != 4 {
-		t.Errorf("%d lines drawn, want 4 (memory, spool, findings, watch-loop findings)", lines)
+	if lines != 6 {
+		t.Errorf("%d lines drawn, want 6 (memory, spool, findings, watch-loop findings, time since and of an evaluation)", lines)
+	}
+	if !strings.Contains(svg, "host paused 3m0s") {
+		t.Error("the drawing does not mark the host's pause")
 	}
 	if !strings.Contains(svg, "loop triggered") || !strings.Contains(svg, "watch-loop found") {
 		t.Error("the drawing does not mark the trigger and the detection")

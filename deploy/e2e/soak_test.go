@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,8 +69,20 @@ func TestSoak(t *testing.T) {
 		defer close(sampled)
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
+		var prev soakCounters
+		last := time.Now()
 		for {
-			s, err := sampleSoak(recv, cluster, time.Since(start))
+			now := time.Now()
+			if lost, paused := hostPause(now.Round(0).Sub(last.Round(0)), now.Sub(last), 15*time.Second); paused {
+				p := soakPause{At: time.Since(start), From: last.Round(0), To: now.Round(0), Lost: lost}
+				mu.Lock()
+				rec.Pauses = append(rec.Pauses, p)
+				mu.Unlock()
+				t.Logf("soak %s: the host stood still: %s of wall time passed without monotonic time, between %s and %s",
+					fmtMinutes(p.At), lost.Round(time.Second), p.From.Format(time.TimeOnly), p.To.Format(time.TimeOnly))
+			}
+			last = now
+			s, err := sampleSoak(recv, cluster, time.Since(start), &prev)
 			if err != nil {
 				t.Logf("soak sample: %v", err)
 			} else {
@@ -79,8 +92,8 @@ func TestSoak(t *testing.T) {
 					rec.FoundAt = s.At
 				}
 				mu.Unlock()
-				t.Logf("soak %s: RSS %.0f MiB, spool %.0f KiB, %.0f events stored, %d findings (%d watch-loop)",
-					fmtMinutes(s.At), float64(s.RSS)/(1<<20), s.SpoolBytes/1024, s.Stored, s.Findings, s.Loops)
+				t.Logf("soak %s: RSS %.0f MiB, spool %.0f KiB, %.0f events stored, %d findings (%d watch-loop), evaluation %.1fs, last %.0fs ago",
+					fmtMinutes(s.At), float64(s.RSS)/(1<<20), s.SpoolBytes/1024, s.Stored, s.Findings, s.Loops, s.EvalSeconds, s.SinceEval)
 			}
 			select {
 			case <-stop:
@@ -137,6 +150,10 @@ func TestSoak(t *testing.T) {
 			loops++
 		case f.Detector == "watch-rv-regression" && f.Severity == "info":
 			// part of the loop
+		case f.Detector == "heartbeat-loss" && f.Severity == "info" && strings.HasPrefix(f.Title, "Audit feed gap") &&
+			rec.explains(f.FirstSeen, f.LastSeen, time.Minute):
+			// the host stood still: so did the apiserver, rightly reported
+			t.Logf("%s over [%s, %s], a pause of the host", f.Title, f.FirstSeen.Format(time.TimeOnly), f.LastSeen.Format(time.TimeOnly))
 		default:
 			t.Errorf("unexpected %s %s finding: %s", f.Severity, f.Detector, f.Title)
 		}
@@ -157,8 +174,12 @@ func TestSoak(t *testing.T) {
 	}
 }
 
+// soakCounters are the cumulative detector metrics at the last sample:
+// a sample reports what changed since.
+type soakCounters struct{ runSeconds, rounds float64 }
+
 // sampleSoak reads one minute's sample from serve.
-func sampleSoak(recv *receiver, cluster string, at time.Duration) (soakSample, error) {
+func sampleSoak(recv *receiver, cluster string, at time.Duration, prev *soakCounters) (soakSample, error) {
 	s := soakSample{At: at}
 	var err error
 	if s.RSS, err = rssOf(recv.proc.cmd.Process.Pid); err != nil {
@@ -169,6 +190,20 @@ func sampleSoak(recv *receiver, cluster string, at time.Duration) (soakSample, e
 		return s, err
 	}
 	s.SpoolBytes, s.Stored = m.sum("auditlens_spool_bytes"), m.sum("auditlens_events_stored_total")
+	// One evaluation round runs every detector once; watch-loop's runs
+	// count the rounds.
+	cur := soakCounters{runSeconds: m.sum("auditlens_detector_run_seconds_sum"),
+		rounds: m.sum(`auditlens_detector_run_seconds_count{detector="watch-loop"`)}
+	if d := cur.rounds - prev.rounds; d > 0 {
+		s.EvalSeconds = (cur.runSeconds - prev.runSeconds) / d
+	}
+	*prev = cur
+	now := float64(time.Now().UnixNano()) / 1e9
+	for k, v := range m {
+		if strings.HasPrefix(k, "auditlens_detector_last_success_timestamp_seconds") && v > 0 {
+			s.SinceEval = max(s.SinceEval, now-v)
+		}
+	}
 	fs, err := recv.findings(cluster)
 	if err != nil {
 		return s, err
