@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,14 +28,7 @@ func TestBusyFixtures(t *testing.T) {
 	for _, sc := range busyScenarios {
 		name := "busy-" + sc.name
 		t.Run(name, func(t *testing.T) {
-			var exp expectation
-			j, err := os.ReadFile(filepath.Join(fixtureDir, name+".json"))
-			if err != nil {
-				t.Fatalf("%v (regenerate with make e2e-fixtures)", err)
-			}
-			if err := json.Unmarshal(j, &exp); err != nil {
-				t.Fatalf("%s.json: %v", name, err)
-			}
+			exp := readExpectation(t, name)
 			log := filepath.Join(fixtureDir, name+".log.gz")
 			got := scanLogs(t, exp.Cluster, log)
 			if problems := matchFindings(exp, got); len(problems) > 0 {

@@ -29,13 +29,7 @@ func saveFixture(t *testing.T, name, auditLog string, exp expectation) {
 	if err := os.WriteFile(filepath.Join(fixtureDir, name+".log"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	j, err := json.MarshalIndent(exp, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(fixtureDir, name+".json"), append(j, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeExpectation(t, name, exp)
 	t.Logf("wrote %s/%s.log (%d bytes) and %s.json", fixtureDir, name, len(b), name)
 }
 
@@ -67,19 +61,12 @@ func saveFixtureGzip(t *testing.T, name, auditLog string, exp expectation) {
 	if err != nil {
 		t.Fatalf("writing %s: %v", path, err)
 	}
-	j, err := json.MarshalIndent(exp, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(fixtureDir, name+".json"), append(j, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeExpectation(t, name, exp)
 	t.Logf("wrote %s (%d bytes before compression) and %s.json", path, n, name)
 }
 
-// loadFixture decodes fixtures/<name>.log with auditlens's decoder and
-// reads its expectation.
-func loadFixture(t *testing.T, name string) ([]store.Row, expectation) {
+// readExpectation reads fixtures/<name>.json.
+func readExpectation(t *testing.T, name string) expectation {
 	t.Helper()
 	var exp expectation
 	j, err := os.ReadFile(filepath.Join(fixtureDir, name+".json"))
@@ -89,6 +76,26 @@ func loadFixture(t *testing.T, name string) ([]store.Row, expectation) {
 	if err := json.Unmarshal(j, &exp); err != nil {
 		t.Fatalf("%s.json: %v", name, err)
 	}
+	return exp
+}
+
+// writeExpectation writes fixtures/<name>.json.
+func writeExpectation(t *testing.T, name string, exp expectation) {
+	t.Helper()
+	j, err := json.MarshalIndent(exp, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fixtureDir, name+".json"), append(j, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loadFixture decodes fixtures/<name>.log with auditlens's decoder and
+// reads its expectation.
+func loadFixture(t *testing.T, name string) ([]store.Row, expectation) {
+	t.Helper()
+	exp := readExpectation(t, name)
 	f, err := os.Open(filepath.Join(fixtureDir, name+".log"))
 	if err != nil {
 		t.Fatalf("%v (regenerate with make e2e-fixtures)", err)

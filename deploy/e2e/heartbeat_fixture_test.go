@@ -81,14 +81,7 @@ func TestHeartbeatFixtures(t *testing.T) {
 	for _, sc := range heartbeatScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			events := readRawEvents(t, filepath.Join(fixtureDir, sc.name+".log"))
-			var exp expectation
-			j, err := os.ReadFile(filepath.Join(fixtureDir, sc.name+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(j, &exp); err != nil {
-				t.Fatal(err)
-			}
+			exp := readExpectation(t, sc.name)
 			if exp.Heartbeat == nil {
 				t.Fatalf("%s.json has no heartbeat truth", sc.name)
 			}

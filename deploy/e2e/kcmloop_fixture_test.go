@@ -118,14 +118,7 @@ func readRawEvents(t *testing.T, path string) []rawEvent {
 
 func checkKCMLoopFixture(t *testing.T, name string) {
 	events := readRawEvents(t, filepath.Join(fixtureDir, name+".log"))
-	var exp expectation
-	j, err := os.ReadFile(filepath.Join(fixtureDir, name+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(j, &exp); err != nil {
-		t.Fatal(err)
-	}
+	exp := readExpectation(t, name)
 	loop := exp.WatchLoop != nil
 	if loop == strings.HasSuffix(name, "-control") {
 		t.Fatalf("%s.json: watch_loop set %v", name, loop)
