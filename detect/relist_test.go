@@ -211,14 +211,24 @@ func TestRelistHerdLookBack(t *testing.T) {
 		res      string
 		lookBack time.Duration
 		herd     bool
+		// again: each kubelet reads the same ConfigMap (kube-root-ca.crt)
+		// early in the window and again later; gone: its namespace is
+		// deleted (and created again) in between.
+		again, gone bool
 	}{
-		{"earlier read just before the window", 2 * time.Minute, "pods", 0, true},
-		{"earlier read beyond the look-back", 2 * time.Minute, "pods", time.Minute, false},
-		{"first reads of different configmaps", 0, "configmaps", 0, false},
+		{"earlier read just before the window", 2 * time.Minute, "pods", 0, true, false, false},
+		{"earlier read beyond the look-back", 2 * time.Minute, "pods", time.Minute, false, false, false},
+		{"first reads of different configmaps", 0, "configmaps", 0, false, false, false},
 		// The Node authorizer refuses a kubelet's watch-list of its new
 		// Pod's ConfigMap (403) before its graph knows the Pod, and the
 		// kubelet lists it at once: one first read.
-		{"a refused watch-list and the list after it", 0, "configmaps-refused", 0, false},
+		{"a refused watch-list and the list after it", 0, "configmaps-refused", 0, false, false, false},
+		// Every Pod mounts its namespace's kube-root-ca.crt: kubelets that
+		// read it again, the namespace kept, relisted it; after the
+		// namespace was deleted and created again under the same name
+		// they read a new object.
+		{"the same configmap read again", 0, "configmaps", 0, true, true, false},
+		{"the same name read in a namespace created again", 0, "configmaps", 0, false, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cluster := "relist-lookback-" + tc.name
@@ -238,6 +248,10 @@ func TestRelistHerdLookBack(t *testing.T) {
 			for s := time.Duration(0); s < 10*time.Minute; s += 10 * time.Second {
 				add(s, "patch", "system:node:node-0", "nodes", "", "node-0", "")
 			}
+			if tc.gone {
+				add(time.Minute, "delete", "load-driver", "namespaces", "", "shop", "")
+				add(2*time.Minute, "create", "load-driver", "namespaces", "", "", "")
+			}
 			for i := range 12 {
 				user := fmt.Sprintf("system:node:node-%d", i)
 				at := 3*time.Minute + time.Duration(i)*time.Second
@@ -247,6 +261,11 @@ func TestRelistHerdLookBack(t *testing.T) {
 					add(-tc.before, "list", user, "pods", "", "", sel)
 					add(at, "list", user, "pods", "", "", sel)
 				case "configmaps":
+					if tc.again {
+						add(30*time.Second, "list", user, "configmaps", "shop", "kube-root-ca.crt", "metadata.name=kube-root-ca.crt")
+						add(at, "list", user, "configmaps", "shop", "kube-root-ca.crt", "metadata.name=kube-root-ca.crt")
+						break
+					}
 					// Each kubelet read configmaps before in the window
 					// (another object), then the new pod's own.
 					add(30*time.Second, "list", user, "configmaps", "shop", "old", "metadata.name=old")

@@ -143,19 +143,21 @@ const herdStep = 30 * time.Second
 // read nothing: a kubelet's watch-list of a new Pod's ConfigMap that the
 // Node authorizer refuses (403, its graph not yet updated) and the list it
 // falls back to at once are one first read, not a read and a relist.
-const herdRequestsSQL = `SELECT *, ` + refl.RelistSQL + ` AS r_relist
-FROM (
-    SELECT cluster, audit_id, any(api_group) AS r_api_group, any(resource) AS r_resource, any(g_client) AS r_client,
-           any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read,
-           max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in, max(code) AS r_code%COLUMNS%
-    FROM (
-        SELECT *, request_uri, received_at, ` + refl.ClientSQL + ` AS g_client, ` + refl.TargetSQL + ` AS g_target,
-               ` + refl.StartSQL + ` AS g_start, ` + refl.ListSQL + ` AS g_read
-        FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
-        WHERE %WINDOW% AND ` + refl.SeenSQL + `%WHERE%
-    )
-    GROUP BY cluster, audit_id
-    HAVING r_code = 0 OR (r_code >= 200 AND r_code < 300)
+// Each request's r_epoch is its namespace's last deletion before it
+// (reflector.EpochSQL).
+var herdRequestsSQL = `SELECT *, ` + refl.RelistSQL + ` AS r_relist
+FROM (` + refl.EpochSQL(`
+        SELECT cluster, audit_id, any(api_group) AS r_api_group, any(resource) AS r_resource, any(namespace) AS r_namespace,
+               any(g_client) AS r_client, any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read,
+               max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in, max(code) AS r_code%COLUMNS%
+        FROM (
+            SELECT *, request_uri, received_at, `+refl.ClientSQL+` AS g_client, `+refl.TargetSQL+` AS g_target,
+                   `+refl.StartSQL+` AS g_start, `+refl.ListSQL+` AS g_read
+            FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
+            WHERE %WINDOW% AND `+refl.SeenSQL+`%WHERE%
+        )
+        GROUP BY cluster, audit_id
+        HAVING r_code = 0 OR (r_code >= 200 AND r_code < 300)`, "%WINDOW%") + `
 )`
 
 // herdCountsSQL counts, for each resource, the distinct clients that
@@ -277,7 +279,7 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		res = " AND resource IN {resources:Array(String)}"
 	}
 	expand := func(sql string) string {
-		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
+		return strings.Replace(strings.ReplaceAll(sql, "%WINDOW%", windowParams(w, p)), "%RESOURCES%", res, 1)
 	}
 	// The relists are judged against the look-back before the window.
 	reads := store.Params{"judge": timeParam(w.Since)}
@@ -416,7 +418,7 @@ func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRu
 		"judge": timeParam(w.Since)}
 	ww := d.lookBack(w)
 	ww.Until, ww.Clusters = minTime(w.Until, r.to.Add(time.Minute)), nil
-	sql := strings.Replace(herdClientsSQL, "%WINDOW%", windowParams(ww, p), 1)
+	sql := strings.ReplaceAll(herdClientsSQL, "%WINDOW%", windowParams(ww, p))
 	f := Finding{
 		ID: r.id, Detector: RelistHerdName, Cluster: r.Cluster, Severity: Warning,
 		Subjects: Subjects{Resource: r.Resource, APIGroup: r.APIGroup},

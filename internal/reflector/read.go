@@ -15,12 +15,18 @@ package reflector
 // just given, the pod's ConfigMaps and Secrets (one field-selected read
 // per object). A kubelet reading an object again after it stopped
 // watching it (the last pod using it was gone) is a relist, as it is.
+// But what a namespace held ends with the namespace: once it is deleted,
+// a read of the same names in it (the namespace created again under the
+// same name, its kube-root-ca.crt and the new Pods' ConfigMaps and
+// Secrets read by every kubelet the Pods land on) reads new objects, a
+// first read.
 //
 // The rule is RelistSQL, over one row per request (grouped by audit ID)
 // that carries the columns r_client (ClientSQL), r_target (TargetSQL),
-// r_start (the request's start: min(StartSQL) of its stages) and r_read
-// (which requests are judged: ReadSQL, or ListSQL for lists only), the
-// rows being the client's requests of SeenSQL.
+// r_start (the request's start: min(StartSQL) of its stages), r_read
+// (which requests are judged: ReadSQL, or ListSQL for lists only) and
+// r_epoch (when the request's namespace was last deleted before it, 0 if
+// never: EpochSQL), the rows being the client's requests of SeenSQL.
 
 // StartSQL is when a request was received, in microseconds since the
 // epoch: requestReceivedTimestamp, or the stage's own time where the log
@@ -62,10 +68,26 @@ const TargetSQL = `cityHash64(api_group, resource, subresource, namespace, name,
 // which a load balancer's source NAT may change when it reconnects.
 const ClientSQL = `cityHash64(user, ` + ProgramSQL + `, if(startsWith(user, 'system:node:'), '', toString(source_ip)), ` + InstanceSQL + `)`
 
+// EpochSQL gives each row of requests (a query of one row per request
+// with cluster, r_namespace and r_start) its r_epoch: the start of the
+// last successful deletion of its namespace before it, among the events
+// where selects (the rows judged), or 0.
+func EpochSQL(requests, where string) string {
+	return `SELECT r.*, g.gone_at AS r_epoch
+FROM (` + requests + `) AS r
+ASOF LEFT JOIN (
+    SELECT cluster AS gone_cluster, name AS gone_namespace, toUnixTimestamp64Micro(ts) AS gone_at
+    FROM audit_events
+    WHERE ` + where + ` AND verb = 'delete' AND resource = 'namespaces' AND api_group = '' AND subresource = ''
+          AND name != '' AND stage = 'ResponseComplete' AND code >= 200 AND code < 300
+) AS g
+ON r.cluster = g.gone_cluster AND r.r_namespace = g.gone_namespace AND r.r_start > g.gone_at`
+}
+
 // FirstSQL is, over rows as RelistSQL reads them, the start of the
-// client's first request of the target among the rows (a window
-// function).
-const FirstSQL = `min(r_start) OVER (PARTITION BY cluster, r_client, r_target)`
+// client's first request of the target among the rows since its
+// namespace was last deleted (a window function).
+const FirstSQL = `min(r_start) OVER (PARTITION BY cluster, r_client, r_target, r_epoch)`
 
 // RelistSQL is true for a relist, over rows as the package comment
 // describes: a judged read (r_read) that started after the same client's

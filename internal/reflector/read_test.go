@@ -55,7 +55,17 @@ func TestRelistSQL(t *testing.T) {
 		// A plain watch, then a watch-list of the same collection: a relist.
 		{id: "14-pod2-watch", verb: "watch", user: op, ip: "10.244.2.17", res: "services", at: 70 * time.Second},
 		{id: "15-pod2-watch-list", verb: "watch", user: op, ip: "10.244.2.17", res: "services", rvMatch: "NotOlderThan", at: 80 * time.Second, read: true, relist: true},
+		// Namespace web is deleted at 85 s (and created again): the first
+		// pod's next list of its pods reads new objects, the one after
+		// that is a relist again; a cluster-wide list is no namespace's.
+		{id: "16-pod1-web-again", verb: "list", user: op, ip: "10.244.1.31", res: "pods", ns: "web", at: 90 * time.Second, read: true},
+		{id: "17-pod1-web-relist", verb: "list", user: op, ip: "10.244.1.31", res: "pods", ns: "web", at: 95 * time.Second, read: true, relist: true},
+		{id: "18-pod1-shop-relist", verb: "list", user: op, ip: "10.244.1.31", res: "pods", ns: "shop", at: 96 * time.Second, read: true, relist: true},
 	}
+	gone := t0.Add(85 * time.Second)
+	rows = append(rows, store.Row{Cluster: cluster, AuditID: "ns-web-deleted", Stage: "ResponseComplete", Level: "Metadata", Verb: "delete",
+		RequestURI: "/api/v1/namespaces/web", Time: gone, ReceivedAt: gone, User: "load-driver", Resource: "namespaces", APIVersion: "v1",
+		Name: "web", Code: 200})
 	for _, r := range reqs {
 		ua := "kubelet/v1.37.2 (linux/amd64) kubernetes/abc1234"
 		if r.user == op {
@@ -79,14 +89,15 @@ func TestRelistSQL(t *testing.T) {
 	if err := st.Insert(t.Context(), rows); err != nil {
 		t.Fatal(err)
 	}
-	sql := `SELECT audit_id, toBool(` + refl.RelistSQL + `) AS relist, toBool(r_read) AS read FROM (
-    SELECT cluster, audit_id, any(g_client) AS r_client, any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read
+	sql := `SELECT audit_id, toBool(` + refl.RelistSQL + `) AS relist, toBool(r_read) AS read FROM (` + refl.EpochSQL(`
+    SELECT cluster, audit_id, any(namespace) AS r_namespace, any(g_client) AS r_client, any(g_target) AS r_target,
+           min(g_start) AS r_start, max(g_read) AS r_read
     FROM (
-        SELECT cluster, audit_id, ` + refl.ClientSQL + ` AS g_client, ` + refl.TargetSQL + ` AS g_target,
-               ` + refl.StartSQL + ` AS g_start, ` + refl.ReadSQL + ` AS g_read
-        FROM audit_events WHERE cluster = {cluster:String} AND ` + refl.SeenSQL + `
+        SELECT cluster, audit_id, namespace, `+refl.ClientSQL+` AS g_client, `+refl.TargetSQL+` AS g_target,
+               `+refl.StartSQL+` AS g_start, `+refl.ReadSQL+` AS g_read
+        FROM audit_events WHERE cluster = {cluster:String} AND `+refl.SeenSQL+`
     )
-    GROUP BY cluster, audit_id
+    GROUP BY cluster, audit_id`, "cluster = {cluster:String}") + `
 )
 ORDER BY audit_id`
 	got := map[string][2]bool{}
