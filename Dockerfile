@@ -47,7 +47,7 @@ USER 65532:65532
 WORKDIR /var/lib/auditlens
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/auditlens"]
-# Beyond loopback serve wants read credentials (README, Access): mount a
+# Beyond loopback serve wants read credentials (docs/access.md): mount a
 # token file and add --api-token-file=/etc/auditlens/api/api-tokens.
 CMD ["serve", "--listen=:8080", "--data=/var/lib/auditlens"]
 
@@ -62,5 +62,5 @@ WORKDIR /var/lib/auditlens
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/auditlens"]
 # Give it a server: serve --store clickhouse://user:pass@host:9000/db
-# --api-token-file=... (README, Access).
+# --api-token-file=... (docs/access.md).
 CMD ["serve", "--listen=:8080", "--data=/var/lib/auditlens"]

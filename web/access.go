@@ -184,7 +184,7 @@ func (s *server) tokenPrincipal(ctx context.Context, tok string) (principal, err
 	case a.All:
 		return everyCluster, nil
 	case len(a.Clusters) == 0:
-		return principal{}, &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: bind a ClusterRole that allows get on clusters.auditlens.io (named by the cluster) (README, Access)", a.User)}
+		return principal{}, &authError{http.StatusForbidden, fmt.Errorf("%s may read no cluster: bind a ClusterRole that allows get on clusters.auditlens.io (named by the cluster) (docs/access.md)", a.User)}
 	}
 	return principal{clusters: a.Clusters}, nil
 }

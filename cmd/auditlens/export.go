@@ -26,7 +26,7 @@ events are counted per minute first and read in time windows of about
            event: cluster, apiserver, ts and received_at (UTC microsecond
            timestamps), audit_id, stage, level, verb, request_uri, user,
            user_groups (list), ..., code, watch, the request URI's parameters,
-           annotations (map) and raw, the whole event JSON (see README).
+           annotations (map) and raw, the whole event JSON (see docs/cli.md, Export).
            Embedded engine (chdb://) only: the engine writes the file. A
            ClickHouse server's native protocol sends result blocks, not
            files, so a clickhouse:// store refuses it: export ndjson there.

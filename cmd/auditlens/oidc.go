@@ -22,7 +22,7 @@ type oidcFlags struct {
 }
 
 func (o *oidcFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&o.issuer, "oidc-issuer", "", "sign browsers in with this OpenID Connect provider (its issuer URL; README, Access)")
+	fs.StringVar(&o.issuer, "oidc-issuer", "", "sign browsers in with this OpenID Connect provider (its issuer URL; docs/access.md)")
 	fs.StringVar(&o.clientID, "oidc-client-id", "", "with --oidc-issuer: this auditlens' client ID at the provider")
 	fs.StringVar(&o.secretFile, "oidc-client-secret-file", "", "with --oidc-issuer: file holding the client secret (a mounted Secret, not visible in ps)")
 	fs.StringVar(&o.redirect, "oidc-redirect-url", "", "with --oidc-issuer: the callback URL registered with the provider: auditlens' external URL + /auth/oidc/callback; https marks cookies Secure behind a TLS-terminating proxy")

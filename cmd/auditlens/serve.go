@@ -44,11 +44,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
-		reportsConfig = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes (see README, Reports and Alerts)")
+		reportsConfig = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes (see docs/reports.md and docs/alerts.md)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
 		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
-		kubeAuthKC    = fs.String("kube-auth-kubeconfig", "", "check other bearer tokens with the Kubernetes apiserver of this kubeconfig (TokenReview, then SubjectAccessReview of get clusters.auditlens.io per cluster; README, Access)")
+		kubeAuthKC    = fs.String("kube-auth-kubeconfig", "", "check other bearer tokens with the Kubernetes apiserver of this kubeconfig (TokenReview, then SubjectAccessReview of get clusters.auditlens.io per cluster; docs/access.md)")
 		kubeAuthPod   = fs.Bool("kube-auth-in-cluster", false, "as --kube-auth-kubeconfig, with the pod's own service account and apiserver")
 		kubeAuthTTL   = fs.Duration("kube-auth-cache-ttl", time.Minute, "how long a token's reviews are reused: a removed RoleBinding takes effect within this")
 		proxyUserHdr  = fs.String("auth-proxy-user-header", "X-Forwarded-User", "with --auth-proxy-from: the header naming the proxy's authenticated user")

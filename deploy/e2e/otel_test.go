@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// collectorConfig is the collector configuration the README shows for
+// collectorConfig is the collector configuration docs/sending.md shows for
 // self-managed control planes: the test runs that very file.
 const collectorConfig = "../otelcol/config.yaml"
 
@@ -151,7 +151,7 @@ func TestOTelCollector(t *testing.T) {
 	}
 }
 
-// startCollector runs otelcol with the README's configuration, tailing
+// startCollector runs otelcol with the documented configuration, tailing
 // auditLog and shipping to recv as cluster (its token, and the resource
 // attribute k8s.cluster.name).
 func startCollector(t *testing.T, dir, name, auditLog string, recv *receiver, ca *testCA, cluster string) *proc {
@@ -256,34 +256,34 @@ func (r *receiver) metrics() (metricValues, error) {
 	return m, sc.Err()
 }
 
-// TestCollectorConfigInREADME: the configuration the README shows for
+// TestCollectorConfigInDocs: the configuration docs/sending.md shows for
 // self-managed control planes is deploy/otelcol/config.yaml, the file
 // TestOTelCollector runs, less its comments. Runs with -short.
-func TestCollectorConfigInREADME(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+func TestCollectorConfigInDocs(t *testing.T) {
+	page, err := os.ReadFile("../../docs/sending.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "### Self-managed control planes")
+	_, rest, ok := strings.Cut(string(page), "### Self-managed control planes")
 	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
 	block, _, ok3 := strings.Cut(rest, "```")
 	if !ok || !ok2 || !ok3 {
-		t.Fatal("README.md has no yaml block under ### Self-managed control planes")
+		t.Fatal("docs/sending.md has no yaml block under ### Self-managed control planes")
 	}
 	file, err := os.ReadFile(collectorConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var inREADME, inFile any
-	if err := yaml.Unmarshal([]byte(block), &inREADME); err != nil {
-		t.Fatalf("README's collector configuration: %v", err)
+	var inDocs, inFile any
+	if err := yaml.Unmarshal([]byte(block), &inDocs); err != nil {
+		t.Fatalf("docs/sending.md's collector configuration: %v", err)
 	}
 	if err := yaml.Unmarshal(file, &inFile); err != nil {
 		t.Fatalf("%s: %v", collectorConfig, err)
 	}
-	if !reflect.DeepEqual(inREADME, inFile) {
-		got, _ := yaml.Marshal(inREADME)
+	if !reflect.DeepEqual(inDocs, inFile) {
+		got, _ := yaml.Marshal(inDocs)
 		want, _ := yaml.Marshal(inFile)
-		t.Errorf("README's collector configuration differs from %s:\nREADME:\n%s\nfile:\n%s", collectorConfig, got, want)
+		t.Errorf("docs/sending.md's collector configuration differs from %s:\ndocs:\n%s\nfile:\n%s", collectorConfig, got, want)
 	}
 }

@@ -74,7 +74,7 @@ export function forbidden(ctx, { state, err, onSignOut }) {
     h('div', { class: 'card-head' }, h('h1', {}, 'No access')),
     user ? h('p', {}, 'Signed in as ', h('strong', { id: 'forbidden-user' }, user), '.') : null,
     h('p', { id: 'forbidden-reason' }, (err && err.detail) || 'You may read no cluster here.'),
-    h('p', { class: 'muted' }, 'Whoever runs auditlens decides which clusters each user or group may read (README, Access).'));
+    h('p', { class: 'muted' }, 'Whoever runs auditlens decides which clusters each user or group may read (auditlens docs: Access).'));
   if (state && state.via === 'cookie') {
     const btn = h('button', { type: 'button', id: 'forbidden-signout' }, 'Sign in as someone else');
     btn.addEventListener('click', onSignOut);
