@@ -429,60 +429,6 @@ func TestSeedIncidentGolden(t *testing.T) {
 	}
 }
 
-// scenarioGaps says, for each scenario of scenario.Gaps, what the
-// detector gets wrong against the mechanism.
-var scenarioGaps = map[string]string{
-	// incident-k8s-1.7 was one until sameProgram compared users in logs
-	// without user agents (1.7–1.11).
-}
-
-// TestScenarioGaps runs the scenarios that show known detector gaps and
-// skips with what is wrong; it fails once a gap is closed, so that the
-// scenario moves to scenario.All.
-func TestScenarioGaps(t *testing.T) {
-	st := engine(t)
-	for _, sc := range scenario.Gaps() {
-		reason, ok := scenarioGaps[sc.Name]
-		tc, ok2 := scenarioCases[sc.Name]
-		if !ok || !ok2 {
-			t.Errorf("gap scenario %s has no reason in scenarioGaps or no case in scenarioCases", sc.Name)
-			continue
-		}
-		t.Run(sc.Name, func(t *testing.T) {
-			closed := true
-			for _, scale := range scenario.Scales {
-				tr, w := importScenario(t, st, sc, scale)
-				if len(tr.Want.Loops) != tc.loops || tc.regressions >= 0 && len(tr.Want.Regressions) != tc.regressions {
-					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
-						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
-				}
-				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
-				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
-				checkRegressions(t, tr.Want.Regressions, regs)
-				exact := len(loops) == len(tr.Want.Loops)
-				for _, f := range loops {
-					churn := 0
-					for _, e := range f.Evidence {
-						if e.WatchAuditID != "" {
-							churn++
-						}
-					}
-					want := tr.Want.Loops[0]
-					t.Logf("%s scale: found %s (iterations %d of %d, churn evidence %d of %d)", scale.Name, f.Title,
-						f.Subjects.Iterations, want.Iterations, churn, len(want.ChurnAfter))
-					exact = exact && f.Subjects.User == tc.loopUser && f.Subjects.Iterations == want.Iterations && churn == len(want.ChurnAfter)
-				}
-				closed = closed && exact
-				// checkLoops(t, tr.Want.Loops, loops)
-			}
-			if closed {
-				t.Fatalf("the gap is closed at every scale: move %s to scenario.All and out of scenarioGaps", sc.Name)
-			}
-			t.Skip("known detector gap: " + reason)
-		})
-	}
-}
-
 // TestScenariosByAPIServer imports the logs of an HA control plane's
 // apiservers each under its own name into one cluster, as the webhook's
 // /audit/{cluster}/{apiserver} paths do, and holds the detectors to the

@@ -165,23 +165,12 @@ var variants = []Scenario{
 	},
 }
 
-// gaps are variations the detectors do not yet hold to: each shows a
-// known gap (see detect/scenario_test.go's scenarioGaps). All leaves them
-// out; Gaps, ByName and Names have them.
-var gaps = []Scenario{}
-
 func init() {
 	for _, v := range variants {
 		v.salted = true
 		all = append(all, v)
 	}
-	for i := range gaps {
-		gaps[i].salted = true
-	}
 }
-
-// Gaps returns the scenarios that show known gaps of the detectors.
-func Gaps() []Scenario { return slices.Clone(gaps) }
 
 // More of the cast.
 
