@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -56,7 +57,7 @@ func anchors(text string) map[string]bool {
 	for _, m := range headingRE.FindAllStringSubmatch(text, -1) {
 		s := slug(m[1])
 		for n := 1; out[s]; n++ { // a repeated heading gets -1, -2, …
-			s = slug(m[1]) + "-" + string(rune('0'+n))
+			s = slug(m[1]) + "-" + strconv.Itoa(n)
 		}
 		out[s] = true
 	}

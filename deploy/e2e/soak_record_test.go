@@ -340,7 +340,7 @@ func TestSoakRecord(t *testing.T) {
 		}
 	}
 
-	// A spike after the first hour (a merge) is a peak, not growth.
+	// A one-sample spike after the first hour is a peak, not growth.
 	r.Samples[100].RSS = 300 << 20
 	base, level, peak, g := r.rssGrowth()
 	// The last half-hour, minutes 151–180, is the highest; its median
