@@ -215,11 +215,7 @@ type finding struct {
 		WatchRestarts int `json:"watch_restarts"`
 		Iterations    int `json:"iterations"`
 	} `json:"subjects"`
-	Objects []struct {
-		Resource  string `json:"resource"`
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
-	} `json:"objects"`
+	Objects  []findingObject `json:"objects"`
 	Evidence []struct {
 		AuditID         string    `json:"audit_id"`
 		Stage           string    `json:"stage"`
@@ -231,6 +227,13 @@ type finding struct {
 		ResourceVersion string    `json:"resource_version"`
 	} `json:"evidence"`
 	Remediation string `json:"remediation"`
+}
+
+// findingObject is one object a finding names.
+type findingObject struct {
+	Resource  string `json:"resource"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // errNoFindingsAPI means the receiver serves no findings API yet.

@@ -492,11 +492,7 @@ func matchFeedGap(h *heartbeatTruth, got []finding) []string {
 			continue
 		}
 		seen = append(seen, fmt.Sprintf("%s %s-%s %q", f.Severity, f.FirstSeen.Format(time.TimeOnly), f.LastSeen.Format(time.TimeOnly), f.Title))
-		names := slices.ContainsFunc(f.Objects, func(o struct {
-			Resource  string `json:"resource"`
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		}) bool {
+		names := slices.ContainsFunc(f.Objects, func(o findingObject) bool {
 			return o.Resource == "nodes"
 		})
 		if f.Severity == "info" && !names && near(f.FirstSeen, h.FrozenFrom) && near(f.LastSeen, h.FrozenTo) {

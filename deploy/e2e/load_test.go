@@ -79,6 +79,7 @@ type workload struct {
 	namespace string
 	name      string
 	replicas  int // the Pods it should run
+	size      int // the Pods it was created to run
 	rev       int // the Pod template's revision (label rev)
 	service   bool
 	configs   bool // it mounts ConfigMap <name>-config and Secret <name>-secret
@@ -123,7 +124,7 @@ func newLoad(d *driver, obs *observer, cfg loadConfig, nodes int) *load {
 		add := func(kind, prefix string, n, replicas int, service, configs bool) {
 			for j := 1; j <= n; j++ {
 				l.workloads = append(l.workloads, &workload{kind: kind, namespace: ns, name: fmt.Sprintf("%s-%d", prefix, j),
-					replicas: replicas, rev: 1, service: service, configs: configs})
+					replicas: replicas, size: replicas, rev: 1, service: service, configs: configs})
 			}
 		}
 		add("deployments", "small", cfg.Small, cfg.SmallReplicas, true, true)
@@ -244,6 +245,39 @@ func (l *load) scaleBy(factor func() float64) {
 		w.replicas = max(1, int(math.Round(float64(w.replicas)*factor())))
 		l.write(http.MethodPatch, w.path()+"/scale", map[string]any{"spec": map[string]any{"replicas": w.replicas}}, http.StatusOK)
 	}
+}
+
+// rescale is the scale wave of a load whose namespaces stay: each
+// Deployment and StatefulSet to a random 50-150 % of the size it was
+// created with (of its current size, round after round, the sizes would
+// wander off).
+func (l *load) rescale(timeout time.Duration) {
+	l.d.t.Helper()
+	start := time.Now()
+	for _, w := range l.workloadsOf("deployments", "statefulsets") {
+		w.replicas = max(1, int(math.Round(float64(w.size)*(0.5+l.rng.Float64()))))
+		l.write(http.MethodPatch, w.path()+"/scale", map[string]any{"spec": map[string]any{"replicas": w.replicas}}, http.StatusOK)
+	}
+	l.waitSettled("scale", start, timeout)
+}
+
+// recreate creates again removed workloads of namespaces that stay, with
+// their ConfigMaps and Secrets but without a Service (a Service created
+// anew would be a write the caller decides on), and waits until their
+// Pods run.
+func (l *load) recreate(ws []*workload, timeout time.Duration) {
+	l.d.t.Helper()
+	start := time.Now()
+	for _, w := range ws {
+		if w.configs {
+			l.write(http.MethodPost, collection(w.namespace, "configmaps"), loadConfigMap(w, 1), http.StatusCreated)
+			l.write(http.MethodPost, collection(w.namespace, "secrets"), loadSecret(w), http.StatusCreated)
+		}
+		w.service = false
+		w.replicas, w.rev, w.gone = w.size, 1, false
+		l.write(http.MethodPost, strings.TrimSuffix(w.path(), "/"+w.name), l.object(w), http.StatusCreated)
+	}
+	l.waitSettled(fmt.Sprintf("re-create %d workloads", len(ws)), start, timeout)
 }
 
 // updateConfigs writes a new generation of every ConfigMap, and does not

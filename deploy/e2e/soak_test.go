@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,14 +19,17 @@ import (
 // own 5–10 minute watch restarts (the fault proxy in front of it cuts
 // nothing sooner than 11 minutes), and Node monitoring at its defaults.
 // Every minute it samples serve's resident memory, its spool and the
-// findings it holds. Two thirds of the way in, the fault proxy starts
-// rewriting DELETED events (the 1.7–1.9 bug) and the user deletes the
-// Service created first: the loop that follows, amid the load's own
-// Service deletions, must be found and stay one finding to the end;
-// nothing else may be found. After the first hour serve's memory may grow
-// by at most 10 % (the median of each later half-hour against the first
-// hour's second half: see rssGrowth). The samples go to AUDITLENS_SOAK_OUT (soak.csv and
-// soak.svg; default: the test's temporary directory).
+// findings it holds. Two thirds of the way in, the load's namespaces
+// stay and the loop is triggered (soakTrigger): the fault proxy starts
+// rewriting DELETED events (the 1.7-1.9 bug) and a user deletes an old
+// Service. From then on Pods, ConfigMaps and Jobs churn as before, and
+// now and then one of the load's Services is deleted, which moves the
+// loop's resume point: the loop must be found, name its victims and stay
+// one finding to the end; nothing else may be found. After the first
+// hour serve's memory may grow by at most 10 % (the median of each later
+// half-hour against the first hour's second half: see rssGrowth). The
+// samples go to AUDITLENS_SOAK_OUT (soak.csv and soak.svg; default: the
+// test's temporary directory).
 func TestSoak(t *testing.T) {
 	total, err := time.ParseDuration(os.Getenv("AUDITLENS_SOAK"))
 	if err != nil || total <= 0 {
@@ -53,11 +58,9 @@ func TestSoak(t *testing.T) {
 		"--node-monitor-period=5s", "--node-monitor-grace-period=50s", "--unhealthy-zone-threshold=0.55", "--node-eviction-rate=0.1")
 	start := time.Now()
 
-	// The early-created Service whose deletion starts the loop lives in
-	// a namespace of its own, which the load never deletes.
+	// The Service whose deletion starts the loop lives in a namespace of
+	// its own, which the load never deletes.
 	_, err = d.admin.create("", "namespaces", namespace("soak"))
-	d.must(err)
-	_, err = d.alice.create("soak", "services", service(legacyService))
 	d.must(err)
 
 	var (
@@ -105,26 +108,53 @@ func TestSoak(t *testing.T) {
 	}()
 
 	triggerAt := total * 2 / 3
+	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
 	rounds := 0
+	var (
+		l          *load
+		victims    []*workload
+		legacyRV   string
+		drift      []string // the Services deleted after the trigger
+		triggerRVs int      // Services watches through the proxy before the trigger
+	)
 	for time.Since(start) < total && !t.Failed() {
 		rounds++
+		if legacyRV != "" {
+			// After the trigger the namespaces stay, as a team's
+			// do: Pods, ConfigMaps and Jobs churn, no Service is
+			// created, and now and then one is deleted, which moves
+			// the loop's resume point (see soakTrigger).
+			if rng.Float64() < 0.4 {
+				d.sleep(time.Duration(rng.Int64N(int64(time.Minute))))
+				if w := randomService(rng, l); w != nil {
+					l.removeService(w)
+					drift = append(drift, w.namespace+"/"+w.name)
+					t.Logf("soak %s: Service %s/%s deleted while the loop runs", fmtMinutes(time.Since(start)), w.namespace, w.name)
+				}
+			}
+			l.rescale(5 * time.Minute)
+			l.update(5 * time.Minute)
+			jobs := l.workloadsOf("jobs")
+			l.remove(jobs, 5*time.Minute)
+			l.recreate(jobs, 5*time.Minute)
+			continue
+		}
 		cfg := busyLoad
 		cfg.Seed = uint64(rounds)
-		l := newLoad(d, b.obs, cfg, len(b.nodes))
+		l = newLoad(d, b.obs, cfg, len(b.nodes))
 		l.create(5 * time.Minute)
 		l.scale(5 * time.Minute)
 		l.update(5 * time.Minute)
 		l.remove(l.workloadsOf("statefulsets", "jobs"), 5*time.Minute)
-		mu.Lock()
-		due := rec.Trigger == 0 && time.Since(start) >= triggerAt
-		mu.Unlock()
-		if due {
-			px.setRewrite(true)
-			d.must(d.alice.delete("soak", "services", legacyService))
+		if time.Since(start) >= triggerAt {
+			triggerRVs = len(px.servicesWatches())
+			victims, legacyRV = soakTrigger(d, px, l, rng)
 			mu.Lock()
 			rec.Trigger = time.Since(start)
 			mu.Unlock()
-			t.Logf("soak %s: the fault proxy rewrites DELETED events; soak/%s deleted", fmtMinutes(time.Since(start)), legacyService)
+			t.Logf("soak %s: the fault proxy rewrites DELETED events; soak/%s (resourceVersion %s) deleted; victims %v",
+				fmtMinutes(rec.Trigger), legacyService, legacyRV, victims)
+			continue
 		}
 		l.deleteNamespaces(5 * time.Minute)
 	}
@@ -159,6 +189,28 @@ func TestSoak(t *testing.T) {
 			t.Errorf("unexpected %s %s finding: %s", f.Severity, f.Detector, f.Title)
 		}
 	}
+	if rec.Trigger > 0 {
+		var after []proxiedWatch
+		if ws := px.servicesWatches(); len(ws) > triggerRVs {
+			after = ws[triggerRVs:]
+		}
+		t.Logf("kube-controller-manager's Services watches from the trigger on (times from the soak's start; legacy's resourceVersion %s; Services deleted since: %v):%s",
+			legacyRV, drift, describeWatches(after, start))
+	}
+	for _, f := range fs {
+		if f.Detector != "watch-loop" {
+			continue
+		}
+		t.Logf("watch-loop finding %s: %s, [%s, %s], %d restarts, stale resourceVersions %+v, %d objects",
+			f.ID, f.Title, f.FirstSeen.Format(time.TimeOnly), f.LastSeen.Format(time.TimeOnly), f.Subjects.WatchRestarts, f.Subjects.StaleRVs, len(f.Objects))
+		for _, v := range victims {
+			if !slices.ContainsFunc(f.Objects, func(o findingObject) bool {
+				return o.Resource == "endpoints" && o.Namespace == v.namespace && o.Name == v.name
+			}) {
+				t.Errorf("the loop's finding does not name the Endpoints of victim %s", v)
+			}
+		}
+	}
 	if rec.Trigger > 0 && loops != 1 {
 		t.Errorf("%d watch-loop findings, want the one loop", loops)
 	}
@@ -174,6 +226,58 @@ func TestSoak(t *testing.T) {
 			t.Errorf("serve's RSS grew %.1f %% after the first hour, more than 10 %%", 100*g)
 		}
 	}
+}
+
+// soakTrigger starts the loop amid the load l, whose namespaces stay from
+// now on. The apiserver's watch cache keeps the last hundred or so
+// Services events (more while they come fast): a watch from a
+// resourceVersion older than that is refused as expired and the
+// reflector lists afresh, which ends a loop before it starts. So the
+// Service whose deletion starts it is created now, as the Service of an
+// old release is in a cluster whose Services change seldom: user alice
+// creates legacy, a user re-applies two or three of the load's Services
+// (deleted and created again: the victims, whose DELETED and ADDED events
+// every replay from legacy's resourceVersion holds), the fault proxy
+// starts giving DELETED events the object's previous resourceVersion
+// (the 1.7-1.9 bug) and alice deletes legacy. It returns the victims and
+// legacy's resourceVersion.
+func soakTrigger(d *driver, px *faultProxy, l *load, rng *rand.Rand) ([]*workload, string) {
+	d.t.Helper()
+	legacyRV, err := d.alice.create("soak", "services", service(legacyService))
+	d.must(err)
+	pool := l.workloadsOf("deployments")
+	rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+	victims := pool[:2+rng.IntN(2)]
+	for _, v := range victims {
+		l.deleteService(v)
+	}
+	for _, v := range victims {
+		d.waitNoEndpointsIn(time.Minute, v.namespace, v.name)
+	}
+	for _, v := range victims {
+		l.createService(v)
+	}
+	for _, v := range victims {
+		d.waitEndpointsIn(time.Minute, v.namespace, v.name)
+	}
+	px.setRewrite(true)
+	d.must(d.alice.delete("soak", "services", legacyService))
+	return victims, legacyRV
+}
+
+// randomService returns a Deployment of l that still has its Service, or
+// nil when none has.
+func randomService(rng *rand.Rand, l *load) *workload {
+	var ws []*workload
+	for _, w := range l.workloadsOf("deployments") {
+		if w.service {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	return ws[rng.IntN(len(ws))]
 }
 
 // soakCounters are the cumulative detector metrics at the last sample:
