@@ -122,6 +122,9 @@ func (h *OTLPLogs) serve(r *http.Request) (otlpEncoding, otlpResult, error) {
 	if r.Method != http.MethodPost {
 		return otlpJSON, res, errorf(http.StatusMethodNotAllowed, "the OTLP logs receiver accepts POST, not %s", r.Method)
 	}
+	if err := fromBrowser(r); err != nil {
+		return otlpJSON, res, err
+	}
 	enc, err := requestEncoding(r)
 	if err != nil {
 		return enc, res, err

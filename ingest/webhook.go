@@ -130,6 +130,12 @@ func (h *Webhook) serve(r *http.Request) (WebhookResponse, error) {
 	if r.Method != http.MethodPost {
 		return resp, errorf(http.StatusMethodNotAllowed, "the audit webhook accepts POST, not %s", r.Method)
 	}
+	if err := fromBrowser(r); err != nil {
+		return resp, err
+	}
+	if err := jsonOnly(r); err != nil {
+		return resp, err
+	}
 	src, err := h.source(r)
 	if err != nil {
 		return resp, err

@@ -44,6 +44,7 @@ func (m *memAppender) AppendRows(_ context.Context, src Source, rows []store.Row
 
 func post(h http.Handler, path, body string, hdr ...string) (int, WebhookResponse) {
 	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -92,6 +93,16 @@ func TestWebhookStatusCodes(t *testing.T) {
 		{name: "token path repeats apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {"prod", "apiserver-1"}}}, path: "/audit/prod/apiserver-1", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod/apiserver-1"},
 		{name: "cluster token, path names apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit/prod/apiserver-2", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 200, accepted: 10, cluster: "prod/apiserver-2"},
 		{name: "token for other apiserver", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {"prod", "apiserver-1"}}}, path: "/audit/prod/apiserver-2", body: body, hdr: []string{"Authorization", "Bearer t1"}, code: 403, errHas: "apiserver"},
+		// What a web page can post without a CORS preflight: never stored.
+		{name: "text/plain", path: "/audit/prod", body: body, hdr: []string{"Content-Type", "text/plain"}, code: 415, errHas: "application/json"},
+		{name: "form", path: "/audit/prod", body: body, hdr: []string{"Content-Type", "application/x-www-form-urlencoded"}, code: 415, errHas: "application/json"},
+		{name: "no content type", path: "/audit/prod", body: body, hdr: []string{"Content-Type", ""}, code: 415, errHas: "application/json"},
+		{name: "charset", path: "/audit/prod", body: body, hdr: []string{"Content-Type", "application/json; charset=utf-8"}, code: 200, accepted: 10, cluster: "prod"},
+		{name: "origin", path: "/audit/prod", body: body, hdr: []string{"Origin", "https://evil.example"}, code: 403, errHas: "web pages"},
+		{name: "origin null", path: "/audit/prod", body: body, hdr: []string{"Origin", "null"}, code: 403, errHas: "web pages"},
+		{name: "cross-site fetch", path: "/audit/prod", body: body, hdr: []string{"Sec-Fetch-Site", "cross-site"}, code: 403, errHas: "web pages"},
+		{name: "same-site fetch", path: "/audit/prod", body: body, hdr: []string{"Sec-Fetch-Site", "same-site"}, code: 403, errHas: "web pages"},
+		{name: "origin with a token", cfg: WebhookConfig{Tokens: map[string]Source{"t1": {Cluster: "prod"}}}, path: "/audit/prod", body: body, hdr: []string{"Authorization", "Bearer t1", "Origin", "http://127.0.0.1:9"}, code: 403, errHas: "web pages"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := &memAppender{failing: tc.failing}
@@ -130,6 +141,7 @@ func TestWebhookClientCertificate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			app := &memAppender{}
 			req := httptest.NewRequest("POST", tc.path, strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
 			req.TLS = tc.tls
 			rec := httptest.NewRecorder()
 			NewWebhook(app, WebhookConfig{}).ServeHTTP(rec, req)

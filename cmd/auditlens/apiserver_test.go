@@ -33,6 +33,7 @@ func TestServeAPIServers(t *testing.T) {
 	post := func(path, token, body string) int {
 		t.Helper()
 		req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

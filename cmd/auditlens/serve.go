@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
+	"github.com/auditlens/auditlens/internal/bounded"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/web"
@@ -34,7 +36,6 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tlsCert       = fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
 		tlsKey        = fs.String("tls-key", "", "private key for --tls-cert (PEM)")
 		clientCA      = fs.String("client-ca", "", "require client certificates signed by this CA (PEM) on every request")
-		maxBody       = fs.Int64("max-body-bytes", 64<<20, "largest webhook or OTLP body accepted (after gzip); larger gets 413")
 		defCluster    = fs.String("default-cluster", "default", "cluster name for events posted to /audit without one")
 		queryTimeout  = fs.Duration("query-timeout", 60*time.Second, "longest an API query may run")
 		jqTimeout     = fs.Duration("jq-timeout", 30*time.Second, "longest a jq program may run per query")
@@ -58,6 +59,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
+	limits := bounded.Defaults()
+	limits.RegisterFlags(fs)
 	var df detectFlags
 	df.register(fs)
 	var rf redactFlags
@@ -74,6 +77,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
 		return err
+	}
+	if err := limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	reports, err := loadReports(*reportsConfig)
 	if err != nil {
@@ -238,7 +244,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The OTLP logs receiver authenticates as the webhook does, with the
 	// same tokens and limits.
 	receiverCfg := ingest.WebhookConfig{
-		MaxBodyBytes: *maxBody, Tokens: tokens, DefaultCluster: *defCluster, Redactor: redactor, Logger: log, Metrics: metrics,
+		MaxBodyBytes: limits.MaxBodyBytes, Tokens: tokens, DefaultCluster: *defCluster, Redactor: redactor, Logger: log, Metrics: metrics,
 	}
 	handler := web.NewRouter(web.Config{
 		Webhook:         ingest.NewWebhook(sp, receiverCfg),
@@ -259,7 +265,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Logger:          log,
 		Info:            kubeconfig,
 	})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	// Requests answered by the listener's bounds count with the
+	// receivers' own answers.
+	limits.Refused = func(r *http.Request, code int) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/audit"):
+			metrics.Requests.WithLabelValues(strconv.Itoa(code)).Inc()
+		case strings.HasPrefix(p, "/otlp/"), p == "/v1/logs":
+			metrics.OTLPRequests.WithLabelValues(strconv.Itoa(code)).Inc()
+		}
+	}
+	srv := bounded.NewServer(handler, limits, log)
+	ln = srv.Listener(ln)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "auditlens_http_connections", Help: "Client connections open now (at most --max-conns)."},
+			func() float64 { return float64(srv.Stats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "auditlens_http_connections_refused_total", Help: "Connections answered 503 or closed unanswered because --max-conns were open and none quiet."},
+			func() float64 { return float64(srv.Stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "auditlens_http_connections_evicted_total", Help: "Quiet connections closed to make room for a newcomer at --max-conns."},
+			func() float64 { return float64(srv.Stats().Evicted) }),
+	)
 	if tlsCfg != nil {
 		srv.TLSConfig = tlsCfg
 		ln = tls.NewListener(ln, tlsCfg)

@@ -106,6 +106,7 @@ func TestServeTLSClientCertAndTokens(t *testing.T) {
 	}
 	post := func(c *http.Client, path, token string) (int, error) {
 		req, _ := http.NewRequest("POST", s.base+path, strings.NewReader(list("audit.k8s.io/v1", event("tls1", "ResponseComplete", "2026-11-29T12:00:00Z", ""))))
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
