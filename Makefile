@@ -61,10 +61,11 @@ e2e-fixtures: chdb e2e-bins
 ## soak: the busy cluster's load for SOAK (default 3h) at real time scale,
 ## serve evaluating every minute; samples RSS, spool and findings each
 ## minute into docs/soak/ (soak.csv, soak.svg); the loop is triggered
-## two thirds of the way in
+## at SOAK_TRIGGER (default: two thirds of the way in)
 SOAK ?= 3h
+SOAK_TRIGGER ?=
 soak: chdb e2e-bins
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_SOAK=$(SOAK) AUDITLENS_SOAK_OUT=$(CURDIR)/docs/soak $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 24h ./deploy/e2e/
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_SOAK=$(SOAK) AUDITLENS_SOAK_TRIGGER=$(SOAK_TRIGGER) AUDITLENS_SOAK_OUT=$(CURDIR)/docs/soak $(GO) test -count=1 -v -run '^TestSoak$$' -timeout 24h ./deploy/e2e/
 
 ## check: formatting, vet, staticcheck and the race detector
 check: chdb

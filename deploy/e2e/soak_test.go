@@ -19,7 +19,8 @@ import (
 // own 5–10 minute watch restarts (the fault proxy in front of it cuts
 // nothing sooner than 11 minutes), and Node monitoring at its defaults.
 // Every minute it samples serve's resident memory, its spool and the
-// findings it holds. Two thirds of the way in, the load's namespaces
+// findings it holds. Two thirds of the way in (or at
+// AUDITLENS_SOAK_TRIGGER, a duration from the start), the load's namespaces
 // stay and the loop is triggered (soakTrigger): the fault proxy starts
 // rewriting DELETED events (the 1.7-1.9 bug) and a user deletes an old
 // Service. From then on Pods, ConfigMaps and Jobs churn as before, and
@@ -108,6 +109,11 @@ func TestSoak(t *testing.T) {
 	}()
 
 	triggerAt := total * 2 / 3
+	if v := os.Getenv("AUDITLENS_SOAK_TRIGGER"); v != "" {
+		if triggerAt, err = time.ParseDuration(v); err != nil || triggerAt <= 0 || triggerAt >= total {
+			t.Fatalf("AUDITLENS_SOAK_TRIGGER=%q is not a duration within AUDITLENS_SOAK=%s", v, total)
+		}
+	}
 	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
 	rounds := 0
 	var (
@@ -134,8 +140,14 @@ func TestSoak(t *testing.T) {
 			}
 			l.rescale(5 * time.Minute)
 			l.update(5 * time.Minute)
-			jobs := l.workloadsOf("jobs")
-			l.remove(jobs, 5*time.Minute)
+			// Every Job of the load, the trigger's round removed them.
+			var jobs []*workload
+			for _, w := range l.workloads {
+				if w.kind == "jobs" && w.created {
+					jobs = append(jobs, w)
+				}
+			}
+			l.remove(l.workloadsOf("jobs"), 5*time.Minute)
 			l.recreate(jobs, 5*time.Minute)
 			continue
 		}
