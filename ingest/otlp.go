@@ -101,7 +101,8 @@ func (h *OTLPLogs) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} else {
 			code = http.StatusInternalServerError
 		}
-		if code >= 500 {
+		// 503: the spool refused, and its health logs that once.
+		if code >= 500 && code != http.StatusServiceUnavailable {
 			h.cfg.Logger.Error("otlp logs", "err", err, "remote", r.RemoteAddr)
 		}
 		if code == http.StatusServiceUnavailable {
@@ -122,12 +123,13 @@ func (h *OTLPLogs) serve(r *http.Request) (otlpEncoding, otlpResult, error) {
 	if r.Method != http.MethodPost {
 		return otlpJSON, res, errorf(http.StatusMethodNotAllowed, "the OTLP logs receiver accepts POST, not %s", r.Method)
 	}
+	// A page's post is refused as such whatever its content type.
+	enc, encErr := requestEncoding(r)
 	if err := fromBrowser(r); err != nil {
-		return otlpJSON, res, err
-	}
-	enc, err := requestEncoding(r)
-	if err != nil {
 		return enc, res, err
+	}
+	if encErr != nil {
+		return enc, res, encErr
 	}
 	path, err := otlpPathSource(r.URL.Path)
 	if err != nil {

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,4 +185,132 @@ func TestRunSpoolRetriesUnreachableStore(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("RunSpool: %v", err)
 	}
+}
+
+// downStore is a real store behind a switch: while down, every insert and
+// query fails as a ClickHouse server that is away does.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+func (d *downStore) Insert(ctx context.Context, rows []store.Row) error {
+	if d.down.Load() {
+		return errors.New("dial tcp 127.0.0.1:9000: connection refused")
+	}
+	return d.Store.Insert(ctx, rows)
+}
+
+func (d *downStore) Select(ctx context.Context, sql string, p store.Params, fn func([]byte) error) error {
+	if d.down.Load() {
+		return errors.New("dial tcp 127.0.0.1:9000: connection refused")
+	}
+	return d.Store.Select(ctx, sql, p, fn)
+}
+
+// TestRunSpoolResumesWhenStoreReturns: while the store is away the writer
+// backs off (here from 2 s, doubling), but it probes the store meanwhile
+// and stores within a probe interval of its return, not at the next
+// retry; the outage is logged twice (when it starts and when it ends, with
+// its count of failures), not once per attempt.
+func TestRunSpoolResumesWhenStoreReturns(t *testing.T) {
+	st := &downStore{Store: storetest.Open(t)}
+	st.down.Store(true)
+	sp, err := OpenSpool(SpoolConfig{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b, err := DecodeBody("away", auditgen.New(5, time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)).EventListBody(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.AppendRows(ctx, Source{Cluster: "away"}, b.Rows); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncLog
+	w := NewWriter(st, WriterConfig{MaxWait: 10 * time.Millisecond, RetryMin: 2 * time.Second, RetryMax: time.Minute,
+		ProbeEvery: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	done := make(chan error, 1)
+	go func() { done <- w.RunSpool(ctx, sp, 5*time.Second) }()
+	// Fail the attempts at 0, 2 and 6 s; the next would come at 14 s.
+	time.Sleep(6500 * time.Millisecond)
+	if since, n, _ := w.Health().State(); since.IsZero() || n != 3 {
+		t.Fatalf("after 6.5 s away: failing since %v, %d failures; want 3", since, n)
+	}
+	back := time.Now()
+	st.down.Store(false)
+	for since, _, _ := w.Health().State(); !since.IsZero() || countEvents(t, st.Store, "away") != 100; since, _, _ = w.Health().State() {
+		if time.Since(back) > 15*time.Second {
+			t.Fatal("not stored 15 s after the store returned")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Without the probe, 7.5 s; one insert takes well under a second
+	// even on a busy machine.
+	if d := time.Since(back); d > 4*time.Second {
+		t.Errorf("stored %s after the store returned; want within a probe and an insert", d)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=ERROR") || !strings.Contains(lines[1], "store recovered") || !strings.Contains(lines[1], "failures=3") {
+		t.Errorf("log of one outage:\n%s", logs.String())
+	}
+}
+
+// TestSpoolHealth: a spool whose disk refuses writes fails its health
+// until a write succeeds again.
+func TestSpoolHealth(t *testing.T) {
+	dir := t.TempDir()
+	var logs syncLog
+	sp, err := OpenSpool(SpoolConfig{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	ctx := t.Context()
+	ev := [][]byte{[]byte(`{}`)}
+	if err := sp.Append(ctx, Source{Cluster: "c"}, ev); err != nil {
+		t.Fatal(err)
+	}
+	// The active segment's file stops taking writes, as on a full disk.
+	sp.active.Close()
+	for range 5 {
+		if err := sp.Append(ctx, Source{Cluster: "c"}, ev); err == nil {
+			t.Fatal("an append to a closed segment succeeded")
+		}
+	}
+	since, n, last := sp.Health().State()
+	if since.IsZero() || n != 5 || last == nil {
+		t.Fatalf("health after 5 refused appends: since %v, %d failures, %v", since, n, last)
+	}
+	if err := sp.Health().Check(0); err == nil || !strings.Contains(err.Error(), "spool failing") {
+		t.Errorf("check: %v", err)
+	}
+	if c := strings.Count(logs.String(), "level=ERROR"); c != 1 {
+		t.Errorf("%d error lines for 5 refused appends, want 1:\n%s", c, logs.String())
+	}
+}
+
+// syncLog collects log lines written from several goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

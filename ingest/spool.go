@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/auditlens/auditlens/internal/health"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -110,6 +111,8 @@ type Spool struct {
 	notify    chan struct{}
 	cache     map[uint64][]store.Row // decoded rows of durable records, by sequence number
 	cached    int                    // rows in cache
+
+	health *health.Condition // the disk takes writes
 }
 
 // OpenSpool opens or creates a spool, cutting off a torn tail left by a crash.
@@ -136,6 +139,7 @@ func OpenSpool(cfg SpoolConfig) (*Spool, error) {
 		quit:   make(chan struct{}),
 		notify: make(chan struct{}, 1),
 		cache:  map[uint64][]store.Row{},
+		health: health.NewCondition("spool", "the receivers answer 503 and senders keep their events until the disk takes writes again", cfg.Logger, nil),
 	}
 	if err := s.load(); err != nil {
 		return nil, err
@@ -396,11 +400,13 @@ func (s *Spool) writeBatch(batch []appendReq, buf []byte) []byte {
 		seg := s.segs[len(s.segs)-1]
 		size := seg.size
 		s.mu.Unlock()
-		if terr := s.active.Truncate(size); terr != nil {
-			s.log.Error("spool: cannot cut a failed write; reopening", "err", terr)
-		}
 		err = fmt.Errorf("writing to spool: %w", err)
+		if terr := s.active.Truncate(size); terr != nil {
+			err = fmt.Errorf("%w (and cutting what part of it was written: %v)", err, terr)
+		}
+		s.health.Fail(err)
 	} else {
+		s.health.OK()
 		s.mu.Lock()
 		seg := s.segs[len(s.segs)-1]
 		seg.size += int64(len(buf))
@@ -437,6 +443,10 @@ func (s *Spool) writeSync(b []byte) error {
 	}
 	return s.active.Sync()
 }
+
+// Health says whether the spool takes writes: it fails from a failed
+// write to the next that succeeds.
+func (s *Spool) Health() *health.Condition { return s.health }
 
 // Notify returns a channel that receives after new records became durable.
 func (s *Spool) Notify() <-chan struct{} { return s.notify }

@@ -115,7 +115,8 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusInternalServerError
 		}
 		resp.Error = err.Error()
-		if code >= 500 {
+		// 503: the spool refused, and its health logs that once.
+		if code >= 500 && code != http.StatusServiceUnavailable {
 			h.cfg.Logger.Error("webhook", "err", err, "remote", r.RemoteAddr)
 		}
 	}

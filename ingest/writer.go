@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/health"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/store/residual"
 )
@@ -27,9 +28,13 @@ type WriterConfig struct {
 	// has some rows (default 1s).
 	MaxWait time.Duration
 	// RetryMin and RetryMax bound the backoff between failed inserts of
-	// spooled rows (defaults 500ms and 30s). Spooled rows are retried until
+	// spooled rows (defaults 200ms and 5s). Spooled rows are retried until
 	// they are stored; nothing acknowledged is dropped.
 	RetryMin, RetryMax time.Duration
+	// ProbeEvery is how often, while it waits to retry, the writer asks
+	// the store a trivial query (default 1s): once one fails and a later
+	// one succeeds, the store is back and the insert is retried at once.
+	ProbeEvery time.Duration
 	// Parallel is the number of concurrent inserts one batch is split into
 	// (default 2). A part that failed is retried with the others: the
 	// retry's lookup drops what the failed attempt did store.
@@ -51,10 +56,13 @@ func (c *WriterConfig) setDefaults() {
 		c.MaxWait = time.Second
 	}
 	if c.RetryMin <= 0 {
-		c.RetryMin = 500 * time.Millisecond
+		c.RetryMin = 200 * time.Millisecond
 	}
 	if c.RetryMax <= 0 {
-		c.RetryMax = 30 * time.Second
+		c.RetryMax = 5 * time.Second
+	}
+	if c.ProbeEvery <= 0 {
+		c.ProbeEvery = time.Second
 	}
 	if c.Parallel <= 0 {
 		c.Parallel = 2
@@ -71,14 +79,16 @@ func (c *WriterConfig) setDefaults() {
 // idempotent: a row whose (cluster, auditID, stage) is already stored, or
 // appears twice in one batch, is dropped and counted as a duplicate.
 type Writer struct {
-	st  Store
-	cfg WriterConfig
+	st     Store
+	cfg    WriterConfig
+	health *health.Condition // inserts of spooled rows succeed
 }
 
 // NewWriter returns a writer over st.
 func NewWriter(st Store, cfg WriterConfig) *Writer {
 	cfg.setDefaults()
-	return &Writer{st: st, cfg: cfg}
+	return &Writer{st: st, cfg: cfg, health: health.NewCondition("store",
+		"acknowledged events wait in the spool and are stored once it answers", cfg.Logger, nil)}
 }
 
 // WriteStats counts what one Write did.
@@ -269,6 +279,38 @@ WHERE cluster = {cluster:String}
 	return fresh, nil
 }
 
+// Health says whether spooled rows reach the store: it fails from a failed
+// insert to the next that succeeds.
+func (w *Writer) Health() *health.Condition { return w.health }
+
+// wait waits d before a retry, or less: it probes the store every
+// ProbeEvery and returns as soon as a probe succeeds after one failed.
+func (w *Writer) wait(ctx context.Context, d time.Duration) error {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(w.cfg.ProbeEvery)
+	defer tick.Stop()
+	down := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return nil
+		case <-tick.C:
+			pctx, cancel := context.WithTimeout(ctx, w.cfg.ProbeEvery)
+			err := w.st.Select(pctx, "SELECT 1", nil, func([]byte) error { return nil })
+			cancel()
+			switch {
+			case err != nil:
+				down = true
+			case down:
+				return nil
+			}
+		}
+	}
+}
+
 // RunSpool moves spooled batches into the store until ctx is cancelled, then
 // stores what is already durable in the spool (bounded by drain) and returns.
 // A failed insert is retried with backoff; the spool keeps accepting
@@ -292,13 +334,12 @@ func (w *Writer) RunSpool(ctx context.Context, sp *Spool, drain time.Duration) e
 		for {
 			_, err := w.Write(ctx, rows)
 			if err == nil {
+				w.health.OK()
 				break
 			}
-			w.cfg.Logger.Error("storing spooled events; will retry", "rows", len(rows), "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
+			w.health.Fail(err)
+			if err := w.wait(ctx, backoff); err != nil {
+				return err
 			}
 			backoff = min(backoff*2, w.cfg.RetryMax)
 		}

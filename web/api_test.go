@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -78,6 +79,27 @@ func TestAggregateAPI(t *testing.T) {
 	}
 }
 
+// /readyz says why serve is not ready; /healthz (liveness) stays up.
+func TestReadyz(t *testing.T) {
+	var notReady error
+	h := NewRouter(Config{Ready: func() error { return notReady }})
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	if code, body := get("/readyz"); code != 200 {
+		t.Errorf("ready: %d %q", code, body)
+	}
+	notReady = errors.New("spool failing for 3s (7 failures): writing to spool: no space left on device")
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "no space left on device") {
+		t.Errorf("spool refusing: %d %q", code, body)
+	}
+	if code, body := get("/healthz"); code != 200 {
+		t.Errorf("liveness while not ready: %d %q", code, body)
+	}
+}
+
 // Every UI page is the shell, with a policy that forbids inline scripts;
 // the assets are served from the embedded tree.
 func TestUIRoutes(t *testing.T) {
@@ -92,8 +114,12 @@ func TestUIRoutes(t *testing.T) {
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), `src="/ui/app.js"`) {
 			t.Errorf("%s: %d %.200s", path, rec.Code, rec.Body.String())
 		}
-		if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") {
+		if csp := rec.Header().Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || strings.Contains(csp, "unsafe-inline") ||
+			!strings.Contains(csp, "frame-ancestors 'self'") {
 			t.Errorf("%s: CSP %q", path, csp)
+		}
+		if xfo := rec.Header().Get("X-Frame-Options"); xfo != "SAMEORIGIN" {
+			t.Errorf("%s: X-Frame-Options %q: other sites may frame the UI", path, xfo)
 		}
 	}
 	if rec := get("/ui/app.js"); rec.Code != 200 || !strings.Contains(rec.Header().Get("Content-Type"), "javascript") {

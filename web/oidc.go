@@ -277,6 +277,7 @@ var authPageTemplate = template.Must(template.New("auth").Parse(`<!doctype html>
 
 func (s *server) authPage(c *gin.Context, status int, title, message, user string) {
 	c.Header("Content-Security-Policy", contentSecurityPolicy)
+	c.Header("X-Frame-Options", "SAMEORIGIN")
 	c.Header("X-Content-Type-Options", "nosniff")
 	c.Header("Referrer-Policy", "no-referrer")
 	c.Header("Content-Type", "text/html; charset=utf-8")

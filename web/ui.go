@@ -20,7 +20,7 @@ var uiPages = []string{"/", "/findings/:id", "/objects", "/jq", "/reports"}
 // contentSecurityPolicy keeps an event's text from ever running as code
 // in the UI: scripts and styles come only from /ui/, never inline. The UI
 // builds its DOM from text nodes as well; this is the second fence.
-const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'"
+const contentSecurityPolicy = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'"
 
 func (s *server) routeUI(r *gin.Engine) {
 	sub, err := fs.Sub(uiFiles, "ui")
@@ -40,6 +40,9 @@ func (s *server) routeUI(r *gin.Engine) {
 			return
 		}
 		c.Header("Content-Security-Policy", contentSecurityPolicy)
+		// No other site may frame the UI (clickjacking); older browsers
+		// read X-Frame-Options.
+		c.Header("X-Frame-Options", "SAMEORIGIN")
 		c.Header("X-Content-Type-Options", "nosniff")
 		c.Header("Referrer-Policy", "no-referrer")
 		c.Header("Cache-Control", "no-cache")

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -62,8 +61,9 @@ type Config struct {
 	// SessionTTL is how long a browser that signed in stays signed in
 	// (default DefaultSessionTTL).
 	SessionTTL time.Duration
-	// Ready reports readiness for /readyz; nil means always ready.
-	Ready  *atomic.Bool
+	// Ready says, for /readyz, why serve is not ready, or nil when it is;
+	// a nil Ready is always ready.
+	Ready  func() error
 	Logger *slog.Logger
 	// Now is the clock for relative time filters (default time.Now).
 	Now func() time.Time
@@ -114,9 +114,11 @@ func NewRouter(cfg Config) http.Handler {
 	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	r.GET("/healthz", func(c *gin.Context) { c.String(http.StatusOK, "ok\n") })
 	r.GET("/readyz", func(c *gin.Context) {
-		if cfg.Ready != nil && !cfg.Ready.Load() {
-			c.String(http.StatusServiceUnavailable, "not ready\n")
-			return
+		if cfg.Ready != nil {
+			if err := cfg.Ready(); err != nil {
+				c.String(http.StatusServiceUnavailable, "not ready: %s\n", err)
+				return
+			}
 		}
 		c.String(http.StatusOK, "ok\n")
 	})

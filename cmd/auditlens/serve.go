@@ -22,6 +22,7 @@ import (
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/bounded"
+	"github.com/auditlens/auditlens/internal/health"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/web"
@@ -56,6 +57,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		proxyGroupHdr = fs.String("auth-proxy-groups-header", "X-Forwarded-Groups", "with --auth-proxy-from: the header listing the user's groups (comma-separated, or repeated)")
 		proxyFrom     multiFlag
 		proxyGroups   multiFlag
+		storeGrace    = fs.Duration("ready-store-grace", 2*time.Minute, "/readyz fails once the store has failed this long (the spool keeps accepting meanwhile); it fails at once while the spool refuses writes")
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
 	)
 	sf.register(fs, "")
@@ -240,7 +242,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		log.Warn("writing the example webhook kubeconfig", "err", err)
 	}
 
+	// Ready once listening, until shutting down; meanwhile not while the
+	// spool refuses writes, nor once the store has failed for longer than
+	// --ready-store-grace.
 	var ready atomic.Bool
+	var readiness health.Readiness
+	readiness.Add(sp.Health(), 0)
+	readiness.Add(writer.Health(), *storeGrace)
+	readyErr := func() error {
+		if !ready.Load() {
+			return errors.New("starting or shutting down")
+		}
+		return readiness.Err()
+	}
 	// The OTLP logs receiver authenticates as the webhook does, with the
 	// same tokens and limits.
 	receiverCfg := ingest.WebhookConfig{
@@ -261,7 +275,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Proxy:           proxy,
 		OIDC:            oidcCfg,
 		SecureCookies:   secureCookies,
-		Ready:           &ready,
+		Ready:           readyErr,
 		Logger:          log,
 		Info:            kubeconfig,
 	})
