@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -35,6 +36,10 @@ type Options struct {
 	Client  *http.Client // default a client without timeout (each post has its own)
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// StatePath is a file where the notifier keeps what it has sent, so
+	// that a restart neither sends an active finding as new again nor
+	// forgets to send its resolution. Empty: kept in memory only.
+	StatePath string
 }
 
 // Notifier pushes findings to the routes of a Config as they happen.
@@ -46,7 +51,8 @@ type Notifier struct {
 	log    *slog.Logger
 	m      *Metrics
 	// sent holds, per route, what was last sent of each active finding.
-	sent map[string]map[string]sent
+	sent      map[string]map[string]sent
+	statePath string
 }
 
 type sent struct {
@@ -69,9 +75,20 @@ func NewNotifier(cfg Config, src Source, o Options) (*Notifier, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	n := &Notifier{cfg: cfg, src: src, clock: o.Clock, client: o.Client, log: o.Logger, m: o.Metrics, sent: map[string]map[string]sent{}}
+	n := &Notifier{cfg: cfg, src: src, clock: o.Clock, client: o.Client, log: o.Logger, m: o.Metrics,
+		sent: map[string]map[string]sent{}, statePath: o.StatePath}
 	for _, r := range cfg.Routes {
 		n.sent[r.Name] = map[string]sent{}
+	}
+	if n.statePath != "" {
+		if err := loadState(n.statePath, n.sent); err != nil {
+			// Starting afresh sends the active findings again: a
+			// duplicate is better than no alerts at all.
+			o.Logger.Warn("alerts: cannot read what was sent before; active findings are sent again", "err", err)
+			for _, r := range cfg.Routes {
+				n.sent[r.Name] = map[string]sent{}
+			}
+		}
 	}
 	return n, nil
 }
@@ -96,6 +113,11 @@ func (n *Notifier) Pass(ctx context.Context) ([]report.Delivery, error) {
 		}
 		ds := n.deliver(ctx, r, evs, now)
 		out = append(out, ds...)
+	}
+	if n.statePath != "" && slices.ContainsFunc(out, func(d report.Delivery) bool { return d.OK }) {
+		if err := saveState(n.statePath, n.sent); err != nil {
+			n.log.Warn("alerts: cannot keep what was sent; a restart may send it again", "path", n.statePath, "err", err)
+		}
 	}
 	return out, nil
 }

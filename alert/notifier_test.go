@@ -299,3 +299,76 @@ func TestAlertWebhookBodies(t *testing.T) {
 		})
 	}
 }
+
+// TestAlertStateAcrossRestarts: a notifier started again over the same
+// state file sends neither a new alert nor a webhook message for what the
+// one before it sent, keeps Alertmanager's repeat on schedule, and sends
+// the resolution of a finding that ended while it was down.
+func TestAlertStateAcrossRestarts(t *testing.T) {
+	am, hook := &recorder{}, &recorder{}
+	amSrv, hookSrv := httptest.NewServer(am), httptest.NewServer(hook)
+	defer amSrv.Close()
+	defer hookSrv.Close()
+	cfg, err := Parse([]byte(`
+alerts:
+  resolve_after: 5m
+  repeat: 1m
+  routes:
+  - name: oncall
+    alertmanager: {url: ` + amSrv.URL + `}
+  - name: chat
+    webhook: {url: ` + hookSrv.URL + `/hook, format: json}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "alerts-sent.json")
+	clock := &fakeClock{now: t0}
+	src := &fakeSource{fs: []detect.Finding{loop(detect.Critical, t0)}}
+	start := func() *Notifier {
+		t.Helper()
+		n, err := NewNotifier(cfg, src, Options{Clock: clock, StatePath: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pass := func(n *Notifier, at time.Duration) (amPosts, hookPosts int) {
+		t.Helper()
+		clock.now = t0.Add(at)
+		if _, err := n.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return len(am.take()), len(hook.take())
+	}
+
+	if a, h := pass(start(), 0); a != 1 || h != 1 {
+		t.Fatalf("first pass: %d alertmanager and %d webhook posts, want 1 and 1", a, h)
+	}
+	// Restarted 20 s later: nothing is new, no repeat is due.
+	n := start()
+	if a, h := pass(n, 20*time.Second); a != 0 || h != 0 {
+		t.Errorf("after a restart: %d alertmanager and %d webhook posts, want none", a, h)
+	}
+	// The repeat comes a minute after the first send, not after the restart.
+	if a, h := pass(n, 61*time.Second); a != 1 || h != 0 {
+		t.Errorf("repeat after a restart: %d alertmanager and %d webhook posts, want 1 and 0", a, h)
+	}
+	// The finding ends while serve is down; the next start resolves it.
+	src.fs = nil
+	if a, h := pass(start(), 10*time.Minute); a != 1 || h != 1 {
+		t.Errorf("resolution after a restart: %d alertmanager and %d webhook posts, want 1 and 1", a, h)
+	}
+	if a, h := pass(start(), 11*time.Minute); a != 0 || h != 0 {
+		t.Errorf("resolved twice: %d alertmanager and %d webhook posts", a, h)
+	}
+
+	// A state file that cannot be read costs duplicates, not alerts.
+	if err := os.WriteFile(state, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	src.fs = []detect.Finding{loop(detect.Critical, t0.Add(12*time.Minute))}
+	if a, h := pass(start(), 12*time.Minute); a != 1 || h != 1 {
+		t.Errorf("over a broken state file: %d alertmanager and %d webhook posts, want 1 and 1", a, h)
+	}
+}

@@ -27,8 +27,9 @@ func loadAlerts(path string) (alert.Config, error) {
 
 // startAlerts runs the notifier in the background; the returned function
 // stops it and waits (call it before closing the store).
-func startAlerts(st store.Store, cfg alert.Config, log *slog.Logger, reg prometheus.Registerer) (func(), error) {
-	n, err := alert.NewNotifier(cfg, detect.NewRepository(st, nil), alert.Options{Logger: log, Metrics: alert.NewMetrics(reg)})
+// statePath keeps what was sent across restarts ("" for none).
+func startAlerts(st store.Store, cfg alert.Config, statePath string, log *slog.Logger, reg prometheus.Registerer) (func(), error) {
+	n, err := alert.NewNotifier(cfg, detect.NewRepository(st, nil), alert.Options{Logger: log, Metrics: alert.NewMetrics(reg), StatePath: statePath})
 	if err != nil {
 		return nil, fmt.Errorf("%w: --config: alerts: %v", errUsage, err)
 	}

@@ -219,6 +219,10 @@ alerts:
 	}
 	s.stop()
 	stopped := time.Now()
+	// What was sent is kept for the next start.
+	if b, err := os.ReadFile(filepath.Join(data, "alerts-sent.json")); err != nil || !strings.Contains(string(b), loopID[1]) {
+		t.Errorf("alerts-sent.json after a stop: %v %.200s", err, b)
+	}
 	waitFor(t, 15*time.Second, "Alertmanager to end the alert serve no longer sends", func() bool {
 		return len(amAlerts(t, base, loopID[1])) == 0
 	})

@@ -206,7 +206,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopReports()
-	stopAlerts, err := startAlerts(st, alerts, log, reg)
+	if err := os.MkdirAll(*dataDir, 0o755); err != nil {
+		return fmt.Errorf("creating --data: %w", err)
+	}
+	stopAlerts, err := startAlerts(st, alerts, filepath.Join(*dataDir, "alerts-sent.json"), log, reg)
 	if err != nil {
 		return err
 	}
