@@ -28,10 +28,11 @@ run: chdb build
 	CHDB_LIB_PATH=$(CHDB_LIB) ./$(BIN) serve --data ./data
 
 ## test: every test, on the real embedded engine, a real kube-apiserver
-## (deploy/e2e, whose binaries are built into the cache on first use) and a
-## real browser (Debian's Chromium, installed on first use)
+## (deploy/e2e, whose binaries are built into the cache on first use), a
+## real browser (Debian's Chromium, installed on first use) and FUSE (the
+## power-loss test mounts internal/crashfs: root and /dev/fuse)
 test: chdb e2e-bins chromium
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 $(GO) test $(GOFLAGS_TEST) -count=1 -parallel 4 -timeout 30m ./...
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 AUDITLENS_REQUIRE_FUSE=1 $(GO) test $(GOFLAGS_TEST) -count=1 -parallel 4 -timeout 30m ./...
 
 ## chromium: install Debian's Chromium for the UI browser tests (apt-get)
 chromium:
