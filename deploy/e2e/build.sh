@@ -2,10 +2,10 @@
 # build.sh — make sure the pinned kube-apiserver, kube-controller-manager,
 # etcd, etcd's snapshot tools (etcdctl, etcdutl), an OpenTelemetry
 # Collector (otelcol), Prometheus Alertmanager (alertmanager) and an OpenID
-# Connect provider (oidcop) are built in the user cache, and print the cache
-# directory on stdout.
+# Connect provider (oidcop) and Helm (helm) are built in the user cache, and
+# print the cache directory on stdout.
 #
-#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol, alertmanager, oidcop
+#   deploy/e2e/build.sh                  kube-apiserver, kube-controller-manager, etcd, etcdctl, etcdutl, otelcol, alertmanager, oidcop, helm
 #   deploy/e2e/build.sh kube-scheduler   only the binaries named (also etcd, etcdctl, ...)
 #   deploy/e2e/build.sh --print-dir      print the directory, build nothing
 #
@@ -46,6 +46,7 @@ source "$HERE/versions.env"
 : "${OTELCOL_CONTRIB_VERSION:?versions.env sets no OTELCOL_CONTRIB_VERSION}"
 : "${ALERTMANAGER_VERSION:?versions.env sets no ALERTMANAGER_VERSION}"
 : "${ZITADEL_OIDC_VERSION:?versions.env sets no ZITADEL_OIDC_VERSION}"
+: "${HELM_VERSION:?versions.env sets no HELM_VERSION}"
 OTELCOL_SRC="$HERE/otelcol"
 OIDCOP_SRC="$HERE/oidcop"
 
@@ -77,6 +78,7 @@ stamp_line() {
 	etcd) echo "etcd go.etcd.io/etcd/server/v3@$ETCD_VERSION recipe=$RECIPE" ;;
 	etcdctl | etcdutl) echo "$1 go.etcd.io/etcd/$1/v3@$ETCD_VERSION recipe=$RECIPE" ;;
 	alertmanager) echo "alertmanager github.com/prometheus/alertmanager@$ALERTMANAGER_VERSION recipe=$RECIPE" ;;
+	helm) echo "helm helm.sh/helm/v4@$HELM_VERSION recipe=$RECIPE" ;;
 	# The sources' hash: a changed main.go or go.sum rebuilds.
 	otelcol) echo "otelcol collector@$OTELCOL_VERSION contrib@$OTELCOL_CONTRIB_VERSION src=$(cat "$OTELCOL_SRC/go.mod" "$OTELCOL_SRC/go.sum" "$OTELCOL_SRC/main.go" | sha256sum | cut -c1-16) recipe=$RECIPE" ;;
 	oidcop) echo "oidcop zitadel/oidc@$ZITADEL_OIDC_VERSION src=$(cat "$OIDCOP_SRC/go.mod" "$OIDCOP_SRC/go.sum" "$OIDCOP_SRC/main.go" | sha256sum | cut -c1-16) recipe=$RECIPE" ;;
@@ -104,12 +106,12 @@ print_only=0
 for arg in "$@"; do
 	case "$arg" in
 	--print-dir) print_only=1 ;;
-	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | kubemark | otelcol | alertmanager | oidcop) want+=("$arg") ;;
+	kube-apiserver | etcd | etcdctl | etcdutl | kube-controller-manager | kube-scheduler | kubemark | otelcol | alertmanager | oidcop | helm) want+=("$arg") ;;
 	-h | --help)
 		sed -n '2,30p' "$0" >&2
 		exit 0
 		;;
-	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, kubemark, otelcol, alertmanager, oidcop or --print-dir)" ;;
+	*) die "unknown argument $arg (want kube-apiserver, etcd, etcdctl, etcdutl, kube-controller-manager, kube-scheduler, kubemark, otelcol, alertmanager, oidcop, helm or --print-dir)" ;;
 	esac
 done
 if [[ $print_only == 1 ]]; then
@@ -119,8 +121,9 @@ fi
 # etcdctl and etcdutl: the rv-rollback scenarios snapshot and restore etcd
 # with the real tools. otelcol: the OTLP test ships the audit log with it.
 # alertmanager: the alerts test pushes findings to it. oidcop: the browser
-# sign-in tests sign in with it.
-[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager kube-scheduler kubemark etcd etcdctl etcdutl otelcol alertmanager oidcop)
+# sign-in tests sign in with it. helm: the chart is linted, rendered and
+# dry-run applied with it.
+[[ ${#want[@]} -gt 0 ]] || want=(kube-apiserver kube-controller-manager kube-scheduler kubemark etcd etcdctl etcdutl otelcol alertmanager oidcop helm)
 
 mkdir -p "$CACHE_DIR"
 # One build at a time per cache directory (make e2e-bins and a test may race).
@@ -261,6 +264,18 @@ for b in "${missing[@]}"; do
 			-o "$WORK/alertmanager.bin" github.com/prometheus/alertmanager/cmd/alertmanager) ||
 			die "building alertmanager failed"
 		mv -f "$WORK/alertmanager.bin" "$CACHE_DIR/alertmanager"
+		;;
+	helm)
+		dir="$WORK/helm"
+		mkdir -p "$dir"
+		printf 'module auditlens.local/e2e/helm\n\ngo 1.26\n\nrequire helm.sh/helm/v4 %s\n' "$HELM_VERSION" >"$dir/go.mod"
+		printf '//go:build tools\n\n// Package tools pins the command built from this throwaway module.\npackage tools\n\nimport _ "helm.sh/helm/v4/cmd/helm"\n' >"$dir/tools.go"
+		log "resolving helm.sh/helm/v4 $HELM_VERSION (go mod tidy)"
+		(cd "$dir" && go mod tidy) || die "go mod tidy for helm $HELM_VERSION failed"
+		log "building helm $HELM_VERSION"
+		(cd "$dir" && go build -trimpath -ldflags "-X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+			-o "$WORK/helm.bin" helm.sh/helm/v4/cmd/helm) || die "building helm failed"
+		mv -f "$WORK/helm.bin" "$CACHE_DIR/helm"
 		;;
 	etcdctl | etcdutl)
 		etcd_tool_module "$b"

@@ -50,6 +50,7 @@ var (
 	etcdBin                  string
 	otelcolBin               string // the OpenTelemetry Collector of otel_test.go
 	alertmanagerBin          string // the Alertmanager of alerts_test.go
+	helmBin                  string // Helm, for the chart in deploy/helm (manifests_test.go)
 	auditlensBin             string
 	// setupErr, when set, fails every test that needs the binaries.
 	setupErr error
@@ -119,13 +120,13 @@ func setup() error {
 	start := time.Now()
 	out, err := runCapture(exec.Command("bash", "build.sh"))
 	if err != nil {
-		return fmt.Errorf("building kube-apiserver, kube-controller-manager, kube-scheduler, kubemark %s, etcd, etcdctl, etcdutl %s, otelcol %s and alertmanager %s with deploy/e2e/build.sh "+
+		return fmt.Errorf("building kube-apiserver, kube-controller-manager, kube-scheduler, kubemark %s, etcd, etcdctl, etcdutl %s, otelcol %s, alertmanager %s and helm with deploy/e2e/build.sh "+
 			"(needs Go and the module proxy; 8-17 minutes when not cached): %w",
 			versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], versions["OTELCOL_VERSION"], versions["ALERTMANAGER_VERSION"], err)
 	}
 	dir := strings.TrimSpace(lastLine(out))
 	if d := time.Since(start); d > 5*time.Second {
-		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver, kube-controller-manager, kube-scheduler, kubemark, etcd, etcdctl, etcdutl, otelcol and alertmanager into %s in %s\n", dir, d.Round(time.Second))
+		fmt.Fprintf(os.Stderr, "e2e: built kube-apiserver, kube-controller-manager, kube-scheduler, kubemark, etcd, etcdctl, etcdutl, otelcol, alertmanager and helm into %s in %s\n", dir, d.Round(time.Second))
 	}
 	kubeAPIServerBin = filepath.Join(dir, "kube-apiserver")
 	kubeControllerManagerBin = filepath.Join(dir, "kube-controller-manager")
@@ -135,7 +136,8 @@ func setup() error {
 	etcdctlBin, etcdutlBin = filepath.Join(dir, "etcdctl"), filepath.Join(dir, "etcdutl")
 	otelcolBin = filepath.Join(dir, "otelcol")
 	alertmanagerBin = filepath.Join(dir, "alertmanager")
-	for _, b := range []string{kubeAPIServerBin, kubeControllerManagerBin, kubeSchedulerBin, kubemarkBin, etcdBin, etcdctlBin, etcdutlBin, otelcolBin, alertmanagerBin} {
+	helmBin = filepath.Join(dir, "helm")
+	for _, b := range []string{kubeAPIServerBin, kubeControllerManagerBin, kubeSchedulerBin, kubemarkBin, etcdBin, etcdctlBin, etcdutlBin, otelcolBin, alertmanagerBin, helmBin} {
 		if fi, err := os.Stat(b); err != nil || fi.Mode()&0o111 == 0 {
 			return fmt.Errorf("build.sh printed %s but %s is not an executable there", dir, filepath.Base(b))
 		}

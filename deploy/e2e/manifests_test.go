@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
@@ -50,9 +51,11 @@ func TestManifestsDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var created bool // the namespace, for real
+	rendered := map[string][]k8sObject{}
 	for _, overlay := range overlays {
 		t.Run(overlay, func(t *testing.T) {
 			objs := renderOverlay(t, ca, filepath.Join(tree, "overlays", overlay))
+			rendered[overlay] = objs
 			checkReferences(t, objs)
 			checkServeFlags(t, objs, serveFlags)
 			// Namespaces first: the rest is created in them.
@@ -79,6 +82,182 @@ func TestManifestsDryRun(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The Helm chart in each mode: linted, rendered into the namespace
+	// above (Helm makes no namespace), the same objects as the overlay
+	// of that name, and admitted by the apiserver.
+	for _, mode := range overlays {
+		t.Run("helm-"+mode, func(t *testing.T) {
+			if !created {
+				t.Skip("the overlays made no namespace")
+			}
+			objs := renderChart(t, ca, filepath.Join(dir, "helm-"+mode), mode)
+			checkReferences(t, objs)
+			checkServeFlags(t, objs, serveFlags)
+			checkSameAs(t, objs, rendered[mode])
+			for _, o := range objs {
+				path := resourcePath(t, admin, o)
+				code := dryRun(t, admin, "POST", path, o)
+				t.Logf("%s %s/%s (POST %s?dryRun=All): %d", o.kind(), o.namespace(), o.name(), path, code)
+			}
+		})
+	}
+}
+
+// renderChart lints deploy/helm/auditlens with the values an operator
+// gives for mode (the certificate and tokens inline) and renders it with
+// helm template into the namespace auditlens.
+func renderChart(t *testing.T, ca *testCA, dir, mode string) []k8sObject {
+	t.Helper()
+	crt, key := ca.issue(t, dir, "tls", "auditlens.auditlens.svc", true)
+	pem := func(p string) string {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	values := map[string]any{
+		"mode":    mode,
+		"tls":     map[string]any{"cert": pem(crt), "key": pem(key)},
+		"webhook": map[string]any{"token": "e2e-helm-token=manifests"},
+		"api":     map[string]any{"tokens": []string{"e2e-helm-read-token"}},
+	}
+	if mode == "scaled" {
+		values["store"] = map[string]any{"url": "clickhouse://auditlens:e2e@clickhouse.clickhouse.svc:9000/auditlens"}
+	}
+	vb, _ := json.Marshal(values) // JSON is YAML
+	vf := writeFile(t, dir, "values.yaml", vb)
+	chart := filepath.Join("..", "helm", "auditlens")
+	env := append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "cache"), "HELM_CONFIG_HOME="+filepath.Join(dir, "config"),
+		"HELM_DATA_HOME="+filepath.Join(dir, "data"))
+	// Without a certificate and tokens the chart refuses, saying what.
+	bare := exec.Command(helmBin, "template", "auditlens", chart, "--set", "mode="+mode)
+	bare.Env = env
+	if out, err := bare.CombinedOutput(); err == nil || !strings.Contains(string(out), "tls: set existingSecret") {
+		t.Errorf("helm template %s without values: %v\n%s", mode, err, out)
+	}
+	lint := exec.Command(helmBin, "lint", "--strict", chart, "-f", vf)
+	lint.Env = env
+	if out, err := lint.CombinedOutput(); err != nil {
+		t.Fatalf("helm lint %s: %v\n%s", mode, err, out)
+	}
+	tpl := exec.Command(helmBin, "template", "auditlens", chart, "--namespace", "auditlens", "-f", vf)
+	tpl.Env = env
+	var stderr bytes.Buffer
+	tpl.Stderr = &stderr
+	out, err := tpl.Output()
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", mode, err, stderr.Bytes())
+	}
+	var objs []k8sObject
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var y map[string]any
+		if err := dec.Decode(&y); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("helm template %s: %v", mode, err)
+		}
+		if y == nil {
+			continue
+		}
+		// Through JSON, as the overlays' objects come: numbers as float64.
+		var o k8sObject
+		b, err := json.Marshal(y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &o); err != nil {
+			t.Fatal(err)
+		}
+		// helm template leaves the namespace to the install; name it.
+		if md, ok := o["metadata"].(map[string]any); ok && md["namespace"] == nil && o.kind() != "Namespace" {
+			md["namespace"] = "auditlens"
+		}
+		objs = append(objs, o)
+	}
+	if len(objs) == 0 {
+		t.Fatalf("helm template %s rendered nothing", mode)
+	}
+	return objs
+}
+
+// checkSameAs fails t unless the chart renders what the overlay does: the
+// same kinds of objects (but the Namespace, which Helm leaves to the
+// install), and for each workload's component the same serve flags,
+// probes, volumes and security settings.
+func checkSameAs(t *testing.T, chart, overlay []k8sObject) {
+	t.Helper()
+	kinds := func(objs []k8sObject) string {
+		var ks []string
+		for _, o := range objs {
+			if o.kind() != "Namespace" {
+				ks = append(ks, o.kind())
+			}
+		}
+		sort.Strings(ks)
+		return strings.Join(ks, " ")
+	}
+	if a, b := kinds(chart), kinds(overlay); a != b {
+		t.Errorf("the chart renders %s; the overlay %s", a, b)
+	}
+	type workload struct {
+		flags, probes, mounts string
+		security              string
+	}
+	workloads := func(objs []k8sObject) map[string]workload {
+		out := map[string]workload{}
+		for _, o := range objs {
+			ps := podSpec(o)
+			if ps == nil {
+				continue
+			}
+			meta, _ := o["metadata"].(map[string]any)
+			labels, _ := meta["labels"].(map[string]any)
+			key := o.kind() + "/" + fmt.Sprint(labels["app.kubernetes.io/component"])
+			containers, _ := ps["containers"].([]any)
+			c, _ := containers[0].(map[string]any)
+			var flags []string
+			args, _ := c["args"].([]any)
+			for _, a := range args {
+				if m := flagRE.FindStringSubmatch(fmt.Sprint(a)); m != nil {
+					flags = append(flags, m[1])
+				}
+			}
+			sort.Strings(flags)
+			var probes []string
+			for _, p := range []string{"startupProbe", "readinessProbe", "livenessProbe"} {
+				if pr, ok := c[p].(map[string]any); ok {
+					hg, _ := pr["httpGet"].(map[string]any)
+					probes = append(probes, fmt.Sprintf("%s %v %v/%v", p, hg["path"], pr["periodSeconds"], pr["failureThreshold"]))
+				}
+			}
+			var mounts []string
+			vms, _ := c["volumeMounts"].([]any)
+			for _, vm := range vms {
+				m, _ := vm.(map[string]any)
+				mounts = append(mounts, fmt.Sprint(m["mountPath"]))
+			}
+			sort.Strings(mounts)
+			sec, _ := json.Marshal([]any{ps["securityContext"], c["securityContext"], c["resources"], ps["automountServiceAccountToken"]})
+			out[key] = workload{strings.Join(flags, " "), strings.Join(probes, "; "), strings.Join(mounts, " "), string(sec)}
+		}
+		return out
+	}
+	cw, ow := workloads(chart), workloads(overlay)
+	if len(cw) != len(ow) {
+		t.Errorf("the chart has workloads %v; the overlay %v", cw, ow)
+	}
+	for k, o := range ow {
+		c, ok := cw[k]
+		if !ok {
+			t.Errorf("the chart has no %s", k)
+			continue
+		}
+		if c != o {
+			t.Errorf("%s differs:\n chart:   %+v\n overlay: %+v", k, c, o)
+		}
 	}
 }
 
