@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -152,4 +153,65 @@ func powerStored(t *testing.T, s *server) map[string]int {
 		out[id]++
 	}
 	return out
+}
+
+// TestServeDiskFull fills the disk under serve's spool (crashfs refuses
+// every write): the webhook answers 503 with a reason, /readyz fails
+// saying why while /healthz stays up, and the refusals are logged once,
+// not once per batch. Once the disk has room again the next batch is
+// stored and /readyz recovers, with one line saying so.
+func TestServeDiskFull(t *testing.T) {
+	backing, mnt := t.TempDir(), t.TempDir()
+	fsys, err := crashfs.Mount(backing, mnt)
+	if err != nil {
+		if os.Getenv("AUDITLENS_REQUIRE_FUSE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no FUSE here (root and /dev/fuse are needed): %v", err)
+	}
+	t.Cleanup(func() { _ = fsys.Unmount() })
+	s := startServe(t, "--data", filepath.Join(mnt, "data"), "--batch-wait", "50ms", "--detect=false")
+	ready := func() (int, string) {
+		resp, err := http.Get(s.base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b := new(strings.Builder)
+		_, _ = io.Copy(b, resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	if code, body := ready(); code != 200 {
+		t.Fatalf("/readyz before: %d %s", code, body)
+	}
+	fsys.SetFull(true)
+	for b := range 20 {
+		_, body := powerBatch(0, 0, b)
+		if code, resp := s.post("/audit/full", body); code != http.StatusServiceUnavailable || !strings.Contains(fmt.Sprint(resp["error"]), "no space left") {
+			t.Fatalf("batch %d on a full disk: %d %v", b, code, resp)
+		}
+	}
+	if code, body := ready(); code != http.StatusServiceUnavailable || !strings.Contains(body, "spool failing") || !strings.Contains(body, "20 failures") {
+		t.Errorf("/readyz on a full disk: %d %q", code, body)
+	}
+	if code, _ := s.get("/healthz"); code != 200 {
+		t.Errorf("/healthz on a full disk: %d", code)
+	}
+	fsys.SetFull(false)
+	ids, body := powerBatch(1, 0, 0)
+	if code, resp := s.post("/audit/full", body); code != 200 {
+		t.Fatalf("the first batch after the disk has room: %d %v", code, resp)
+	}
+	if code, body := ready(); code != 200 {
+		t.Errorf("/readyz after the disk has room: %d %q", code, body)
+	}
+	s.waitEvents("/api/v1/events?cluster=full&since=24h", len(ids))
+	logs := s.logs.String()
+	if n := strings.Count(logs, "spool failing"); n != 1 {
+		t.Errorf("%d log lines say the spool fails for 20 refused batches, want 1:\n%s", n, logs)
+	}
+	if !strings.Contains(logs, "spool recovered") || !strings.Contains(logs, "failures=20") {
+		t.Errorf("no line says the spool recovered after 20 failures:\n%s", logs)
+	}
+	s.stop()
 }

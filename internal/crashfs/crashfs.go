@@ -46,6 +46,7 @@ type FS struct {
 	mu    sync.Mutex
 	files map[string]*fileState // by path relative to the backing root
 	stats Stats
+	full  bool // writes fail with ENOSPC
 }
 
 // Stats counts what a crash undid.
@@ -114,6 +115,20 @@ func (c *FS) mount() error {
 
 // Dir is the mount point.
 func (c *FS) Dir() string { return c.mnt }
+
+// SetFull makes every write fail with ENOSPC, as on a full disk, until
+// SetFull(false).
+func (c *FS) SetFull(full bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.full = full
+}
+
+func (c *FS) isFull() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.full
+}
 
 // Stats says what the crashes so far undid.
 func (c *FS) Stats() Stats {
@@ -463,6 +478,9 @@ func (f *file) Read(ctx context.Context, buf []byte, off int64) (fuse.ReadResult
 }
 
 func (f *file) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	if f.c.isFull() {
+		return 0, syscall.ENOSPC
+	}
 	if err := f.c.overwrite(f.rel, off, int64(len(data))); err != nil {
 		return 0, fs.ToErrno(err)
 	}
@@ -492,6 +510,9 @@ func (f *file) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, sy
 }
 
 func (f *file) Allocate(ctx context.Context, off uint64, sz uint64, mode uint32) syscall.Errno {
+	if f.c.isFull() {
+		return syscall.ENOSPC
+	}
 	errno := f.lf.Allocate(ctx, off, sz, mode)
 	if errno == 0 {
 		f.c.mu.Lock()
