@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +131,61 @@ func TestServeBounds(t *testing.T) {
 func isTimeoutErr(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
+}
+
+// TestServeConnectionFlood holds AUDITLENS_FLOOD keep-alive connections
+// (e.g. 20000; unset, skipped: it needs that many descriptors in the test
+// process) against serve at its default --max-conns, then times /healthz:
+// the idle connections beyond the bound are closed, so the newcomer is
+// answered at once.
+func TestServeConnectionFlood(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv("AUDITLENS_FLOOD"))
+	if err != nil || n <= 0 {
+		t.Skip("AUDITLENS_FLOOD is not a number of connections")
+	}
+	s := startServe(t, "--data", t.TempDir(), "--detect=false")
+	addr := strings.TrimPrefix(s.base, "http://")
+	var conns []net.Conn
+	failed := 0
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			failed++ // this process's own descriptors ran out
+			continue
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			failed++
+			c.Close()
+			continue
+		}
+		resp.Body.Close()
+		conns = append(conns, c)
+	}
+	open := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); isTimeoutErr(err) {
+			open++
+			continue
+		}
+		c.Close() // serve closed it
+	}
+	began := time.Now()
+	code, _ := s.get("/healthz")
+	took := time.Since(began)
+	_, body := s.getBody("/metrics")
+	t.Logf("%d keep-alive connections made (%d failed); serve keeps %d open; /healthz %d in %s\n%s",
+		len(conns), failed, open, code, took.Round(time.Millisecond), grepLines(body, "auditlens_http_connections")+grepLines(body, "process_open_fds"))
+	if code != 200 || took > time.Second {
+		t.Errorf("/healthz amid %d connections: %d in %s", len(conns), code, took)
+	}
+	if open > 1024+16 {
+		t.Errorf("serve keeps %d connections open, more than --max-conns 1024", open)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
 }
