@@ -89,10 +89,7 @@ func (c *FS) mount() error {
 		return fmt.Errorf("crashfs: %w", err)
 	}
 	rd := &fs.LoopbackRoot{Path: c.backing, Dev: uint64(st.Dev)}
-	rd.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, c: c}
-	}
-	root := rd.NewNode(rd, nil, "", &st)
+	root := &node{LoopbackNode: fs.LoopbackNode{RootData: rd}, c: c}
 	rd.RootNode = root
 	zero := time.Duration(0)
 	srv, err := fs.Mount(c.mnt, root, &fs.Options{
@@ -346,6 +343,16 @@ type node struct {
 	fs.LoopbackNode
 	c *FS
 }
+
+// WrapChild makes every node under the root one of ours.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	if _, ok := ops.(*fs.LoopbackNode); ok {
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: n.RootData}, c: n.c}
+	}
+	return ops
+}
+
+var _ fs.NodeWrapChilder = (*node)(nil)
 
 func (n *node) rel() string {
 	return n.Path(n.Root())
