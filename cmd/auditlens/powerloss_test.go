@@ -24,15 +24,7 @@ import (
 // the cycles a last start must hold every acknowledged event exactly once,
 // with no manual step.
 func TestServePowerLoss(t *testing.T) {
-	backing, mnt := t.TempDir(), t.TempDir()
-	fsys, err := crashfs.Mount(backing, mnt)
-	if err != nil {
-		if os.Getenv("AUDITLENS_REQUIRE_FUSE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skipf("no FUSE here (root and /dev/fuse are needed): %v", err)
-	}
-	t.Cleanup(func() { _ = fsys.Unmount() })
+	fsys, mnt := mountCrashFS(t)
 	data := filepath.Join(mnt, "data")
 	const cycles, senders = 5, 3
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
@@ -161,15 +153,7 @@ func powerStored(t *testing.T, s *server) map[string]int {
 // not once per batch. Once the disk has room again the next batch is
 // stored and /readyz recovers, with one line saying so.
 func TestServeDiskFull(t *testing.T) {
-	backing, mnt := t.TempDir(), t.TempDir()
-	fsys, err := crashfs.Mount(backing, mnt)
-	if err != nil {
-		if os.Getenv("AUDITLENS_REQUIRE_FUSE") == "1" {
-			t.Fatal(err)
-		}
-		t.Skipf("no FUSE here (root and /dev/fuse are needed): %v", err)
-	}
-	t.Cleanup(func() { _ = fsys.Unmount() })
+	fsys, mnt := mountCrashFS(t)
 	s := startServe(t, "--data", filepath.Join(mnt, "data"), "--batch-wait", "50ms", "--detect=false")
 	ready := func() (int, string) {
 		resp, err := http.Get(s.base + "/readyz")
@@ -214,4 +198,21 @@ func TestServeDiskFull(t *testing.T) {
 		t.Errorf("no line says the spool recovered after 20 failures:\n%s", logs)
 	}
 	s.stop()
+}
+
+// mountCrashFS mounts a crashfs over a fresh directory and returns it and
+// its mount point, or skips where FUSE cannot mount (make test requires
+// it: AUDITLENS_REQUIRE_FUSE=1).
+func mountCrashFS(t *testing.T) (*crashfs.FS, string) {
+	t.Helper()
+	backing, mnt := t.TempDir(), t.TempDir()
+	fsys, err := crashfs.Mount(backing, mnt)
+	if err != nil {
+		if os.Getenv("AUDITLENS_REQUIRE_FUSE") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("no FUSE here (root and /dev/fuse are needed): %v", err)
+	}
+	t.Cleanup(func() { _ = fsys.Unmount() })
+	return fsys, mnt
 }
