@@ -86,6 +86,16 @@ func (e rawEvent) code() int {
 // readRawEvents reads an audit log, plain or gzipped (.gz).
 func readRawEvents(t *testing.T, path string) []rawEvent {
 	t.Helper()
+	var out []rawEvent
+	eachRawEvent(t, path, func(e rawEvent) { out = append(out, e) })
+	return out
+}
+
+// eachRawEvent calls fn with each event of the audit log at path (gzip
+// when it ends in .gz), one at a time: a soak's log does not fit in
+// memory as a slice.
+func eachRawEvent(t *testing.T, path string, fn func(rawEvent)) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatalf("%v (regenerate with make e2e-fixtures)", err)
@@ -100,7 +110,6 @@ func readRawEvents(t *testing.T, path string) []rawEvent {
 		defer zr.Close()
 		r = zr
 	}
-	var out []rawEvent
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 4<<20), 4<<20)
 	for n := 1; sc.Scan(); n++ {
@@ -108,12 +117,11 @@ func readRawEvents(t *testing.T, path string) []rawEvent {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("%s:%d: %v", path, n, err)
 		}
-		out = append(out, e)
+		fn(e)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
 }
 
 func checkKCMLoopFixture(t *testing.T, name string) {

@@ -215,11 +215,27 @@ func TestSoak(t *testing.T) {
 		}
 		t.Logf("watch-loop finding %s: %s, [%s, %s], %d restarts, stale resourceVersions %+v, %d objects",
 			f.ID, f.Title, f.FirstSeen.Format(time.TimeOnly), f.LastSeen.Format(time.TimeOnly), f.Subjects.WatchRestarts, f.Subjects.StaleRVs, len(f.Objects))
-		for _, v := range victims {
+		// The victims are what the controller-manager churned while it
+		// looped, read from the apiserver's own log: whether a replay
+		// churns a re-applied Service depends on the endpoints
+		// controller's queue folding its DELETED and ADDED, which the
+		// test does not decide.
+		churned, written := endpointsWrites(t, c.auditLog, kcmID.user, f.FirstSeen)
+		t.Logf("Endpoints the controller-manager deleted and created again from %s on: %v (the trigger re-applied %v)",
+			f.FirstSeen.Format(time.TimeOnly), churned, victims)
+		if len(churned) == 0 {
+			t.Error("the controller-manager churned no Endpoints while the loop ran")
+		}
+		for _, key := range churned {
 			if !slices.ContainsFunc(f.Objects, func(o findingObject) bool {
-				return o.Resource == "endpoints" && o.Namespace == v.namespace && o.Name == v.name
+				return o.Resource == "endpoints" && o.Namespace+"/"+o.Name == key
 			}) {
-				t.Errorf("the loop's finding does not name the Endpoints of victim %s", v)
+				t.Errorf("the loop's finding does not name the Endpoints %s, which the controller-manager deleted and created again", key)
+			}
+		}
+		for _, o := range f.Objects {
+			if key := o.Namespace + "/" + o.Name; o.Resource == "endpoints" && !written[key] {
+				t.Errorf("the loop's finding names the Endpoints %s, which the controller-manager neither deleted nor created while it looped", key)
 			}
 		}
 	}
@@ -290,6 +306,33 @@ func randomService(rng *rand.Rand, l *load) *workload {
 		return nil
 	}
 	return ws[rng.IntN(len(ws))]
+}
+
+// endpointsWrites reads, from the audit log at path, the Endpoints
+// (namespace/name) that user deleted and then created again at or after
+// since (churned), and every Endpoints it deleted or created from then on
+// (written).
+func endpointsWrites(t *testing.T, path, user string, since time.Time) (churned []string, written map[string]bool) {
+	t.Helper()
+	written = map[string]bool{}
+	deleted := map[string]bool{}
+	eachRawEvent(t, path, func(e rawEvent) {
+		if e.Stage != "ResponseComplete" || e.User.Username != user || e.resource() != "endpoints" || e.StageTimestamp.Before(since) {
+			return
+		}
+		key := e.namespace() + "/" + e.name()
+		switch {
+		case e.Verb == "delete" && e.code() == 200:
+			deleted[key], written[key] = true, true
+		case e.Verb == "create" && e.code() == 201:
+			written[key] = true
+			if deleted[key] && !slices.Contains(churned, key) {
+				churned = append(churned, key)
+			}
+		}
+	})
+	slices.Sort(churned)
+	return churned, written
 }
 
 // soakCounters are the cumulative detector metrics at the last sample:
