@@ -22,9 +22,9 @@ import (
 const headEventsSQL = `SELECT audit_id, toUnixTimestamp64Micro(ts) AS t,
        greatest(toUInt64OrZero(response_rv), if(verb = 'update', toUInt64OrZero(object_rv), 0)) AS hv
 FROM audit_events
-PREWHERE %WINDOW% AND cluster = {cluster:String}
+WHERE %WINDOW% AND cluster = {cluster:String}
   AND arrayExists(s -> toUnixTimestamp64Micro(ts) >= s AND toUnixTimestamp64Micro(ts) < s + {span:Int64}, {starts:Array(Int64)})
-WHERE verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete' AND code >= 200 AND code < 300 AND hv > 0
+  AND verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete' AND code >= 200 AND code < 300 AND hv > 0
 ORDER BY ts, audit_id`
 
 // showsRVSQL finds the first event of a short range that shows {rv}: a

@@ -123,6 +123,7 @@ func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 		start := time.Now()
 		n, err := r.runDetector(ctx, d, w, &res)
 		r.cfg.Metrics.observe(d.Name(), time.Since(start), n, err)
+		r.cfg.Logger.Debug("detector evaluated", "detector", d.Name(), "window", w.String(), "stored", n, "took", time.Since(start))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("detector %s over %s: %w", d.Name(), w, err))
 			if ctx.Err() != nil {

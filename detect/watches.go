@@ -288,8 +288,8 @@ func selectEvents(ctx context.Context, q Querier, w Window, cluster string, ids 
 	p := store.Params{"cluster": stringParam(cluster), "ids": arrayParam(ids)}
 	ww := w
 	ww.Clusters = nil
-	sql := "SELECT " + eventColumns + "\nFROM audit_events FINAL\nWHERE " + windowParams(ww, p) +
-		" AND cluster = {cluster:String} AND audit_id IN {ids:Array(String)}\nORDER BY ts, stage"
+	sql := "SELECT " + eventColumns + "\nFROM audit_events\nWHERE " + windowParams(ww, p) +
+		" AND cluster = {cluster:String} AND audit_id IN {ids:Array(String)}\nORDER BY ts, stage\nLIMIT 1 BY audit_id, stage"
 	err := selectRows(ctx, q, "evidence events", sql, p, func(r eventRow) error {
 		out[r.AuditID] = append(out[r.AuditID], r)
 		return nil

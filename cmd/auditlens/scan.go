@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
@@ -13,6 +16,63 @@ import (
 	"github.com/auditlens/auditlens/migrations"
 	"github.com/auditlens/auditlens/store"
 )
+
+// loadScan loads the files into a throwaway store under dir. Logs of
+// audit.k8s.io/v1 Events are read by the engine's own JSON parser into a
+// Memory table (ingest.EngineLoad), or into a table on disk when the logs
+// hold more than spillAbove bytes; anything it cannot read as the Go
+// decoder would (cloud envelopes, EventLists, old versions, a malformed
+// line) goes through the Go decoder into the durable schema, as import
+// does, whose rejects say what is wrong.
+func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, cluster string, clusterSet bool, chdbLib string, engine bool, spillAbove int64, log *slog.Logger) (store.Store, ingest.ImportStats, error) {
+	open := func(sub string) (store.Store, error) {
+		st, err := store.Open(ctx, "chdb://"+filepath.Join(dir, sub), store.Options{ChdbLib: chdbLib, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("creating the schema: %w", err)
+		}
+		return st, nil
+	}
+	if engine {
+		st, stats, err := engineLoad(ctx, open, files, cluster, spillAbove)
+		if err == nil || !errors.Is(err, ingest.ErrNotEngineReadable) {
+			return st, stats, err
+		}
+		log.Info("reading the logs with the Go decoder", "why", err)
+	}
+	st, err := open("decoded")
+	if err != nil {
+		return nil, ingest.ImportStats{}, err
+	}
+	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{ColumnsOnly: true, Logger: log}), files,
+		ingest.ImportConfig{Cluster: cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
+	return st, stats, err
+}
+
+// engineLoad is loadScan's engine reader: a store of its own, closed when
+// the engine cannot read the logs.
+func engineLoad(ctx context.Context, open func(string) (store.Store, error), files []string, cluster string, spillAbove int64) (store.Store, ingest.ImportStats, error) {
+	st, err := open("engine")
+	if err != nil {
+		return nil, ingest.ImportStats{}, err
+	}
+	onDisk := ingest.LogBytes(files) > spillAbove
+	if err := store.UseScanEvents(ctx, st, onDisk); err != nil {
+		st.Close()
+		return nil, ingest.ImportStats{}, err
+	}
+	stats, err := ingest.EngineLoad(ctx, st, files, cluster)
+	if err != nil {
+		if cerr := st.Close(); cerr != nil {
+			return nil, stats, cerr
+		}
+		return nil, stats, err
+	}
+	return st, stats, nil
+}
 
 // runScan answers "is my cluster sick?" from audit log files alone: it
 // imports them into a throwaway embedded store, runs every detector over
@@ -24,6 +84,8 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cluster := fs.String("cluster", "scan", "cluster name the findings carry; set, it overrides the one a cloud envelope names (AKS resourceId, EKS logGroup, GKE cluster_name)")
 	chdbLib := fs.String("chdb-lib", "", "path to libchdb.so (default: $CHDB_LIB_PATH, the cache filled by 'make chdb', /usr/local/lib)")
 	tmp := fs.String("tmp", "", "directory for the throwaway store (default: the system's temporary directory)")
+	reader := fs.String("reader", "auto", "auto: the engine's JSON parser for logs of audit.k8s.io/v1 Events, the Go decoder for anything else; decoder: the Go decoder for everything, as import does")
+	spillAbove := fs.Int64("spill-above", 2<<30, "bytes of log (gzip counted 10 times its size) above which the events go to a table on disk under --tmp rather than in memory")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,6 +100,9 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Visit(func(f *flag.Flag) { clusterSet = clusterSet || f.Name == "cluster" })
 	if err := checkFormat(*format); err != nil {
 		return err
+	}
+	if *reader != "auto" && *reader != "decoder" {
+		return fmt.Errorf("%w: --reader %q: want auto or decoder", errUsage, *reader)
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -56,16 +121,10 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the throwaway store: %w", err)
 	}
 	defer os.RemoveAll(dir) // after the store is closed: defers run last first
-	st, err := store.Open(ctx, "chdb://"+dir, store.Options{ChdbLib: *chdbLib, Logger: log})
-	if err != nil {
-		return err
+	st, stats, err := loadScan(ctx, dir, files, stdin, *cluster, clusterSet, *chdbLib, *reader == "auto", *spillAbove, log)
+	if st != nil {
+		defer st.Close()
 	}
-	defer st.Close()
-	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-		return fmt.Errorf("creating the schema: %w", err)
-	}
-
-	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{ColumnsOnly: true, Logger: log}), files, ingest.ImportConfig{Cluster: *cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
 	// The summary goes to stderr: stdout holds only the findings.
 	printImportSummary(stderr, stats)
 	if err != nil {

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// ScanEventsDDL is the CREATE TABLE of a throwaway audit_events: the
+// columns a Row holds (rowColumns, received_at and request_uri as plain
+// columns) without a sort key, so an insert sorts nothing. In memory it
+// is a Memory table (no compression, parts or merges); on disk, for inputs
+// larger than memory should hold, a MergeTree without a sort key whose
+// merges UseScanEvents stops. scan loads logs into it with the engine's
+// own JSON parser and runs the detectors on it, so detector SQL uses
+// nothing a Memory table lacks (FINAL, PREWHERE).
+func ScanEventsDDL(onDisk bool) string {
+	var b strings.Builder
+	b.WriteString("CREATE TABLE audit_events (")
+	for i, c := range rowColumns {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(c.name + " " + c.typ)
+	}
+	if onDisk {
+		b.WriteString(") ENGINE = MergeTree ORDER BY tuple()")
+	} else {
+		b.WriteString(") ENGINE = Memory")
+	}
+	return b.String()
+}
+
+// UseScanEvents replaces the migrated audit_events of the embedded store
+// st, and the rollup that follows its inserts, with the table of
+// ScanEventsDDL. The store is then a throwaway, for scan.
+func UseScanEvents(ctx context.Context, st Store, onDisk bool) error {
+	stmts := []string{
+		"DROP VIEW IF EXISTS audit_event_counts_mv",
+		"DROP TABLE IF EXISTS audit_events",
+		ScanEventsDDL(onDisk),
+	}
+	if onDisk {
+		stmts = append(stmts, "SYSTEM STOP MERGES audit_events")
+	}
+	for _, sql := range stmts {
+		if err := st.Exec(ctx, sql, nil); err != nil {
+			return fmt.Errorf("making audit_events a throwaway table: %w", err)
+		}
+	}
+	return nil
+}
