@@ -166,7 +166,8 @@ func engineInsertSQL() string {
 // audit.k8s.io/v1 Events or holds a line the Go decoder would read
 // differently; the caller then empties the table and uses Import.
 // Duplicated events (the same audit ID and stage) are stored once.
-func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster string) (ImportStats, error) {
+// onFile, when set, is called before each file is read.
+func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster string, onFile func(i, n int, path string)) (ImportStats, error) {
 	start := time.Now()
 	stats := ImportStats{Kinds: map[string]int64{}}
 	type input struct{ path, compression string }
@@ -176,18 +177,28 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 		if err != nil {
 			return ImportStats{}, err
 		}
-		inputs = append(inputs, input{in, map[bool]string{true: "gzip", false: "none"}[size.gzip]})
+		compression := "none"
+		if size.gzip {
+			compression = "gzip"
+		}
+		inputs = append(inputs, input{in, compression})
 		stats.Bytes += size.bytes
 		stats.Files++
 	}
 	insert := engineInsertSQL()
-	for _, in := range inputs {
+	for i, in := range inputs {
+		if onFile != nil {
+			onFile(i, len(inputs), in.path)
+		}
 		p := store.Params{"path": in.path, "compression": in.compression, "cluster": cluster}
 		var before int64
 		if err := selectCount(ctx, st, "SELECT count() AS n FROM audit_events", nil, &before); err != nil {
 			return ImportStats{}, err
 		}
 		if err := st.Exec(ctx, insert, p); err != nil {
+			if ctx.Err() != nil {
+				return ImportStats{}, ctx.Err()
+			}
 			return ImportStats{}, fmt.Errorf("%w: %s: %v", ErrNotEngineReadable, in.path, err)
 		}
 		var after, invalid int64

@@ -45,7 +45,7 @@ func TestEngineDerivation(t *testing.T) {
 			if err := store.UseScanEvents(ctx, st, false); err != nil {
 				t.Fatal(err)
 			}
-			stats, err := EngineLoad(ctx, st, []string{f}, "c1")
+			stats, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestEngineLoadRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := writeLog(t, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), lines)
-			_, err := EngineLoad(ctx, st, []string{f}, "c1")
+			_, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
 			if !errors.Is(err, ErrNotEngineReadable) {
 				t.Fatalf("EngineLoad = %v, want ErrNotEngineReadable", err)
 			}
@@ -93,7 +93,7 @@ func TestEngineLoadRefuses(t *testing.T) {
 			t.Fatal(err)
 		}
 		f := writeLog(t, filepath.Join(dir, "good.log"), []string{good, "", good})
-		stats, err := EngineLoad(ctx, st, []string{f}, "c1")
+		stats, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestEngineLoadGzip(t *testing.T) {
 	if err := store.UseScanEvents(ctx, st, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EngineLoad(ctx, st, []string{f}, "c1"); err != nil {
+	if _, err := EngineLoad(ctx, st, []string{f}, "c1", nil); err != nil {
 		t.Fatal(err)
 	}
 	compareRows(t, goRows(t, f, "c1"), engineRows(t, st))

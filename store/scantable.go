@@ -24,7 +24,9 @@ func ScanEventsDDL(onDisk bool) string {
 		b.WriteString(c.name + " " + c.typ)
 	}
 	if onDisk {
-		b.WriteString(") ENGINE = MergeTree ORDER BY tuple()")
+		// Merges stop (UseScanEvents): the parts of a large load must
+		// neither slow nor refuse inserts.
+		b.WriteString(") ENGINE = MergeTree ORDER BY tuple() SETTINGS parts_to_delay_insert = 1000000, parts_to_throw_insert = 1000000, max_parts_in_total = 1000000")
 	} else {
 		b.WriteString(") ENGINE = Memory")
 	}

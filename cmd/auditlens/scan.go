@@ -24,7 +24,7 @@ import (
 // decoder would (cloud envelopes, EventLists, old versions, a malformed
 // line) goes through the Go decoder into the durable schema, as import
 // does, whose rejects say what is wrong.
-func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, cluster string, clusterSet bool, chdbLib string, engine bool, spillAbove int64, log *slog.Logger) (store.Store, ingest.ImportStats, error) {
+func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, cluster string, clusterSet bool, chdbLib string, engine bool, spillAbove int64, onFile func(i, n int, path string), log *slog.Logger) (store.Store, ingest.ImportStats, error) {
 	open := func(sub string) (store.Store, error) {
 		st, err := store.Open(ctx, "chdb://"+filepath.Join(dir, sub), store.Options{ChdbLib: chdbLib, Logger: log})
 		if err != nil {
@@ -37,7 +37,7 @@ func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, 
 		return st, nil
 	}
 	if engine {
-		st, stats, err := engineLoad(ctx, open, files, cluster, spillAbove)
+		st, stats, err := engineLoad(ctx, open, files, cluster, spillAbove, onFile)
 		if err == nil || !errors.Is(err, ingest.ErrNotEngineReadable) {
 			return st, stats, err
 		}
@@ -54,7 +54,7 @@ func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, 
 
 // engineLoad is loadScan's engine reader: a store of its own, closed when
 // the engine cannot read the logs.
-func engineLoad(ctx context.Context, open func(string) (store.Store, error), files []string, cluster string, spillAbove int64) (store.Store, ingest.ImportStats, error) {
+func engineLoad(ctx context.Context, open func(string) (store.Store, error), files []string, cluster string, spillAbove int64, onFile func(i, n int, path string)) (store.Store, ingest.ImportStats, error) {
 	st, err := open("engine")
 	if err != nil {
 		return nil, ingest.ImportStats{}, err
@@ -64,7 +64,7 @@ func engineLoad(ctx context.Context, open func(string) (store.Store, error), fil
 		st.Close()
 		return nil, ingest.ImportStats{}, err
 	}
-	stats, err := ingest.EngineLoad(ctx, st, files, cluster)
+	stats, err := ingest.EngineLoad(ctx, st, files, cluster, onFile)
 	if err != nil {
 		if cerr := st.Close(); cerr != nil {
 			return nil, stats, cerr
@@ -72,6 +72,20 @@ func engineLoad(ctx context.Context, open func(string) (store.Store, error), fil
 		return nil, stats, err
 	}
 	return st, stats, nil
+}
+
+// scanProgress says, on a terminal, which file the engine is reading: a
+// large scan reads for a minute or more before it prints anything else.
+func scanProgress(stderr io.Writer) func(i, n int, path string) {
+	if !isTerminal(stderr) {
+		return nil
+	}
+	return func(i, n int, path string) {
+		fmt.Fprintf(stderr, "\rscan: reading file %d of %d: %s\033[K", i+1, n, filepath.Base(path))
+		if i+1 == n {
+			fmt.Fprint(stderr, "\n")
+		}
+	}
 }
 
 // runScan answers "is my cluster sick?" from audit log files alone: it
@@ -121,7 +135,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("creating the throwaway store: %w", err)
 	}
 	defer os.RemoveAll(dir) // after the store is closed: defers run last first
-	st, stats, err := loadScan(ctx, dir, files, stdin, *cluster, clusterSet, *chdbLib, *reader == "auto", *spillAbove, log)
+	st, stats, err := loadScan(ctx, dir, files, stdin, *cluster, clusterSet, *chdbLib, *reader == "auto", *spillAbove, scanProgress(stderr), log)
 	if st != nil {
 		defer st.Close()
 	}
