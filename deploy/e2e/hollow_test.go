@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +28,8 @@ import (
 // Listeners. The pinned kubemark hard-codes the kubelet server's bind
 // address (pkg/kubemark/hollow_kubelet.go sets KubeletConfiguration.Address
 // to 0.0.0.0, and exposes no flag for it); only its port can be chosen, so
-// each kubelet gets a port that was free on every interface a moment ago.
+// each kubelet gets a port below the ephemeral range that was free on
+// every interface a moment ago (freePortAnyAddr).
 // The read-only port is switched off (--kubelet-read-only-port=0). The
 // kubelet serves plain HTTP there (kubemark passes no TLS options), and
 // nothing in these tests connects to it. There is no healthz listener:
@@ -108,16 +111,47 @@ func startHollowNodes(d *driver, names []string, cfg hollowConfig) []*hollowNode
 	return out
 }
 
-// freePortAnyAddr returns a TCP port that was free on every interface a
-// moment ago: the hollow kubelet binds its server on 0.0.0.0.
+// Hollow kubelets' ports come from below the kernel's ephemeral range
+// (32768 and up on Linux): a port that the system hands out for ":0"
+// binds and outgoing connections can be taken by another process between
+// the check and the kubelet's bind (it happened: "bind: address already
+// in use" failed a busy-cluster run). No port is handed out twice.
+const (
+	hollowPortLow  = 20000
+	hollowPortHigh = 32000
+)
+
+var hollowPorts struct {
+	sync.Mutex
+	given map[int]bool
+}
+
+// freePortAnyAddr returns a TCP port below the ephemeral range that was
+// free on every interface a moment ago and that no other hollow node of
+// this test process got: the hollow kubelet binds its server on 0.0.0.0.
 func freePortAnyAddr(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp4", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
+	hollowPorts.Lock()
+	defer hollowPorts.Unlock()
+	if hollowPorts.given == nil {
+		hollowPorts.given = map[int]bool{}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	start := hollowPortLow + rand.IntN(hollowPortHigh-hollowPortLow)
+	for i := range hollowPortHigh - hollowPortLow {
+		port := hollowPortLow + (start-hollowPortLow+i)%(hollowPortHigh-hollowPortLow)
+		if hollowPorts.given[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp4", fmt.Sprintf("0.0.0.0:%d", port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		hollowPorts.given[port] = true
+		return port
+	}
+	t.Fatalf("no free port in [%d, %d)", hollowPortLow, hollowPortHigh)
+	return 0
 }
 
 // certKubeconfig is a kubeconfig for server that authenticates with a
