@@ -164,7 +164,8 @@ func engineInsertSQL() string {
 // cluster. It returns an error wrapping ErrNotEngineReadable, having
 // stored nothing it reports, when any file is not a plain or gzip log of
 // audit.k8s.io/v1 Events or holds a line the Go decoder would read
-// differently; the caller then empties the table and uses Import.
+// differently; what it loaded so far stays in the table, and the caller
+// then imports into a fresh store with Import, as scan does.
 // Duplicated events (the same audit ID and stage) are stored once.
 // onFile, when set, is called before each file is read.
 func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster string, onFile func(i, n int, path string)) (ImportStats, error) {
