@@ -9,7 +9,7 @@ GOFLAGS_TEST  ?=
 CHDB_VERSION  := $(shell sed -n 's/^LIB_VERSION="\(.*\)"/\1/p' scripts/chdb-lib.sh)
 CHDB_LIB      := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/auditlens/chdb/$(CHDB_VERSION)/libchdb.so
 
-.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures soak fmt vet staticcheck bench bench-import bench-cost bench-webhook bench-scan bench-scan-10g bench-store bench-detect bench-explorer fuzz clean
+.PHONY: all build run test check chdb chromium screenshots e2e-bins e2e e2e-fixtures soak fmt vet staticcheck bench bench-import bench-cost bench-webhook bench-scan bench-scan-10g bench-export bench-store bench-detect bench-explorer fuzz clean
 
 all: build
 
@@ -121,6 +121,12 @@ bench-scan: chdb build
 ## generated cluster) beside one jq pass over them
 bench-scan-10g: chdb build
 	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-scan-10g.sh 1
+
+## bench-export: export of a store imported from bench-scan's 1 GB log to
+## NDJSON and to Parquet beside one jq -c . pass over the log, alternating,
+## 3 runs each; checks the NDJSON export holds the log's lines
+bench-export: chdb build
+	CHDB_LIB_PATH=$(CHDB_LIB) BENCH_DIR=$(BENCH_DIR) BIN=$(BIN) scripts/bench-export.sh 3
 
 ## bench-store: the 100M-event store of the scale benchmarks: a large
 ## cluster's generated traffic (15,000 events/s, so one hour holds ~54M)

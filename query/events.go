@@ -100,6 +100,26 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		prev    eventKey // the key of the previous row, to skip a stored copy
 		stop    error    // why fn stopped the query; the store may wrap it
 	)
+	// emit writes one event, in f's order: the event as a line, or the
+	// program's outputs over it.
+	emit := func(key eventKey, ev []byte) error {
+		var err error
+		if jq == nil {
+			if line, err = appendRawLine(line[:0], ev); err != nil {
+				return fmt.Errorf("event %s: %w", key, err)
+			}
+			return out.write(line)
+		}
+		err = run.run(ev, out)
+		var ee eventError
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, ErrJQFailed), errors.As(err, &ee):
+			return fmt.Errorf("event %s: %w", key, err)
+		}
+		return err
+	}
 	fn := func(r *store.Row) error {
 		key := keyOf(r)
 		if stats.Matched > 0 && key == prev {
@@ -117,23 +137,7 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			stop = fmt.Errorf("event %s: %w", key, err)
 			return stop
 		}
-		if jq == nil {
-			if line, err = appendRawLine(line[:0], ev); err != nil {
-				stop = fmt.Errorf("event %s: %w", key, err)
-				return stop
-			}
-			stop = out.write(line)
-			return stop
-		}
-		err = run.run(ev, out)
-		var ee eventError
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrJQFailed), errors.As(err, &ee):
-			stop = fmt.Errorf("event %s: %w", key, err)
-		default:
-			stop = err
-		}
+		stop = emit(key, ev)
 		return stop
 	}
 	// A read of every event runs one query per time window, so that the
@@ -149,6 +153,17 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 	}
 	if err != nil {
 		return stats, limitErr(ctx, runCtx, err)
+	}
+	if f.All {
+		stop, err = readAll(runCtx, st, reads, f.Order, func(key eventKey, ev []byte) error {
+			if stats.Matched > 0 && key == prev {
+				return nil // the same event stored twice
+			}
+			prev = key
+			stats.Matched++
+			return emit(key, ev)
+		})
+		reads = nil
 	}
 	for _, rf := range reads {
 		from, rows := stats.Matched, 0

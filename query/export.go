@@ -75,10 +75,16 @@ type ExportStats struct {
 // parquetSettings are the engine's settings for an export's Parquet
 // file: row groups of at most 65536 rows or 128 MiB, small enough that the
 // one being filled stays a modest buffer, large enough for a reader to
-// skip by their statistics.
+// skip by their statistics. The rows reach the writer in blocks of 8192
+// rows or 16 MiB (an insert otherwise gathers up to a million rows or
+// 256 MiB first) and one row group is encoded at a time: on 800k stored
+// events, these took the export's peak RSS from 2.4 GiB to 0.9 GiB.
 var parquetSettings = map[string]string{
 	"output_format_parquet_row_group_size":       "65536",
 	"output_format_parquet_row_group_size_bytes": "134217728",
+	"min_insert_block_size_rows":                 "8192",
+	"min_insert_block_size_bytes":                "16777216",
+	"output_format_parquet_parallel_encoding":    "0",
 }
 
 // ParquetExportSQL is the query a Parquet export runs for each time window
@@ -87,7 +93,10 @@ var parquetSettings = map[string]string{
 // residual), then raw, with FINAL, so that an event stored twice is one
 // row, in f's order. The engine stores an event as its residual, raw left
 // empty; Export puts the whole event JSON into raw on the rows' way to the
-// file (rebuildRaw).
+// file (rebuildRaw). Unlike the NDJSON export (readAll), the rows are
+// sorted by the engine: holding a window's rows in Go to sort them there
+// made this export slower and larger (36 s and 1.2 GiB against 21–27 s
+// and 0.9 GiB on 800k stored events).
 func ParquetExportSQL(f Filter) (string, store.Params) {
 	f.All = true
 	cols := slices.DeleteFunc(store.RowColumns(), func(c string) bool { return c == "raw" })

@@ -43,9 +43,19 @@ func (rb *rebuilder) event(r *store.Row) ([]byte, error) {
 		return r.Raw, nil
 	}
 	var err error
-	rb.buf, err = residual.AppendRebuild(rb.buf[:0], r, r.Residual)
-	if err != nil {
-		return nil, fmt.Errorf("rebuilding the stored event: %w", err)
+	rb.buf, err = appendEvent(rb.buf[:0], r)
+	return rb.buf, err
+}
+
+// appendEvent appends the stored event of r to dst, as rebuilder.event
+// returns it.
+func appendEvent(dst []byte, r *store.Row) ([]byte, error) {
+	if len(r.Raw) > 0 {
+		return append(dst, r.Raw...), nil
 	}
-	return rb.buf, nil
+	out, err := residual.AppendRebuild(dst, r, r.Residual)
+	if err != nil {
+		return dst, fmt.Errorf("rebuilding the stored event: %w", err)
+	}
+	return out, nil
 }

@@ -37,15 +37,33 @@ func (f Filter) SQL(columns string) (string, store.Params) {
 	return f.sql(columns, "audit_events")
 }
 
-// sql is SQL reading from (audit_events, or audit_events FINAL).
-func (f Filter) sql(columns, from string) (string, store.Params) {
+// unsortedSQL is the SELECT of columns from audit_events that f matches,
+// in no order and without a limit, for a reader that puts the rows in
+// f's order itself (sortedWindow). The engine sorts rows with every
+// column in them: on 800k stored events, reading them in 16 windows took
+// 10.5 s sorted and 1.9 s unsorted.
+func (f Filter) unsortedSQL(columns string) (string, store.Params) {
 	var b strings.Builder
 	p := store.Params{}
+	f.selectFrom(&b, p, columns, "audit_events")
+	return b.String(), p
+}
+
+// selectFrom writes the SELECT of columns from from that f matches to b,
+// its parameters to p.
+func (f Filter) selectFrom(b *strings.Builder, p store.Params, columns, from string) {
 	b.WriteString("SELECT ")
 	b.WriteString(columns)
 	b.WriteString("\nFROM ")
 	b.WriteString(from)
 	b.WriteString(f.where(p))
+}
+
+// sql is SQL reading from (audit_events, or audit_events FINAL).
+func (f Filter) sql(columns, from string) (string, store.Params) {
+	var b strings.Builder
+	p := store.Params{}
+	f.selectFrom(&b, p, columns, from)
 	if f.Order == Desc {
 		b.WriteString("\nORDER BY ts DESC, audit_id DESC, stage DESC, cluster DESC")
 	} else {
