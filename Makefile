@@ -30,7 +30,7 @@ run: chdb build
 ## test: every test, on the real embedded engine, a real kube-apiserver
 ## (deploy/e2e, whose binaries are built into the cache on first use), a
 ## real browser (Debian's Chromium, installed on first use) and FUSE (the
-## power-loss test mounts internal/crashfs: root and /dev/fuse)
+## power-loss test mounts internal/testkit/crashfs: root and /dev/fuse)
 test: chdb e2e-bins chromium
 	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_REQUIRE_BROWSER=1 AUDITLENS_REQUIRE_FUSE=1 $(GO) test $(GOFLAGS_TEST) -count=1 -parallel 4 -timeout 30m ./...
 

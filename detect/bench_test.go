@@ -24,9 +24,9 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/gen/auditgen"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
-	"github.com/auditlens/auditlens/internal/scenario"
 	"github.com/auditlens/auditlens/store"
 )
 

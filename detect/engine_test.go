@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
-	"github.com/auditlens/auditlens/internal/scenariotest"
+	"github.com/auditlens/auditlens/internal/testkit/scenariotest"
 	"github.com/auditlens/auditlens/migrations"
 	"github.com/auditlens/auditlens/store"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // TestHeartbeatLossSlidingWindows evaluates a wave that lasts hours as

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // TestHeartbeatLossScenarios holds the heartbeat-loss detector to every

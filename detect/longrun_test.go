@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/report"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )

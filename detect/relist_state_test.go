@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // TestRelistSlidingWindows evaluates the relist scenarios at the real

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // TestRepository stores findings in the findings table of the real engine

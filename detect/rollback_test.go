@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
 )
 
 // TestRVRollbackScenarios holds rv-rollback, with its default parameters,

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // TestWatchLoopDrift holds the watch-loop detector to incident-drifting

@@ -10,8 +10,8 @@ import (
 
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
 	"github.com/auditlens/auditlens/store"
 )
 

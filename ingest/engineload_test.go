@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/auditgen"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/gen/auditgen"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

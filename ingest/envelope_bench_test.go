@@ -6,8 +6,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
 )
 
 // benchLines are 400 generated log backend lines, as BenchmarkDecodeLine

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/scenario"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/gen/scenario"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 )
 
 // TestGKEDetectors holds the detector table of envDecoder.gke (and the

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	protobuf "google.golang.org/protobuf/proto"
 
-	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/gen/auditgen"
 )
 
 // logLines returns n audit log lines as the apiserver's log backend writes them.

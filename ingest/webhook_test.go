@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/store"
 )
 

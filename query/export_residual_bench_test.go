@@ -5,9 +5,9 @@ import (
 	"io"
 	"testing"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 )
 
 // BenchmarkExportResidual is BenchmarkExport's exports over the same

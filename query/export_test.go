@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 	"github.com/auditlens/auditlens/store"
 )
 

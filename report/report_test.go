@@ -15,7 +15,7 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 )
 
 // manualClock is a fake clock moved by the test. Each After call is

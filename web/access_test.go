@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
 )

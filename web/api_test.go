@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/store"
 )

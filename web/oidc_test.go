@@ -13,8 +13,8 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/internal/oidclogin"
-	"github.com/auditlens/auditlens/internal/oidctest"
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/oidctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 // TestOIDCSignIn drives serve's OIDC endpoints against a real provider

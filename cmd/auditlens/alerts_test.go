@@ -15,7 +15,7 @@ import (
 
 	"github.com/auditlens/auditlens/alert"
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/amtest"
+	"github.com/auditlens/auditlens/internal/testkit/amtest"
 )
 
 // startAlertmanager runs the pinned Alertmanager (deploy/e2e/build.sh) on

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
 )
 
 // benchBodies are 400-event EventList bodies, as the apiserver batches them.

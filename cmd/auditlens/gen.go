@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/gen/auditgen"
 )
 
 // runGen writes a realistic synthetic audit log: demo data for a first look,

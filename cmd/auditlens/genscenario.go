@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/scenario"
+	"github.com/auditlens/auditlens/gen/scenario"
 )
 
 // genScenario is `gen --scenario`: the audit log of one of the situations

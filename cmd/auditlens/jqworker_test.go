@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 // TestServeJQCrash sends serve a jq program that overflows the stack, the

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/crashfs"
+	"github.com/auditlens/auditlens/internal/testkit/crashfs"
 )
 
 // TestServePowerLoss runs serve on a file system that loses every write

@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/web"
 )

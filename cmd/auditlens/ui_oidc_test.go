@@ -12,8 +12,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
-	"github.com/auditlens/auditlens/internal/oidctest"
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/oidctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 // auditLogAt writes an audit log of n events of cluster-less pods reads

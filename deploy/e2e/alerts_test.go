@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/amtest"
+	"github.com/auditlens/auditlens/internal/testkit/amtest"
 )
 
 // TestAlertmanagerWatchLoop: the watch loop of seed-incident, run live

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

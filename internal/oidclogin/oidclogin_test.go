@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/auditlens/auditlens/internal/oidclogin"
-	"github.com/auditlens/auditlens/internal/oidctest"
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/oidctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 const redirect = "http://127.0.0.1:1/auth/oidc/callback"

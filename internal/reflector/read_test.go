@@ -7,7 +7,7 @@ import (
 	"time"
 
 	refl "github.com/auditlens/auditlens/internal/reflector"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/store/residual"
 )

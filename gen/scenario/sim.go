@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 
-	"github.com/auditlens/auditlens/internal/auditgen"
+	"github.com/auditlens/auditlens/gen/auditgen"
 )
 
 // sim is a small model of a cluster's API traffic as its apiserver audits

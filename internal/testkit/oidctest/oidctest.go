@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 // User is a user of the provider.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/proctest"
+	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
 
 // Alert is the part of an alert of GET /api/v2/alerts that tests read.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
 )
 
 // TestTraces checks every trace at both scales: it is the same for the

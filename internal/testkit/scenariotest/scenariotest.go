@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
 	"github.com/auditlens/auditlens/store"
 )
 

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/scenario"
-	"github.com/auditlens/auditlens/internal/scenariotest"
-	"github.com/auditlens/auditlens/internal/storetest"
+	"github.com/auditlens/auditlens/internal/testkit/scenariotest"
+	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
@@ -315,7 +315,7 @@ func TestDeployExampleConfig(t *testing.T) {
 	}
 	var body strings.Builder
 	for _, f := range []string{"config.d/remote_servers.xml", "macros/ch-s2-r1.xml"} {
-		b, err := os.ReadFile(filepath.Join("..", "..", "deploy", "clickhouse", f))
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "clickhouse", f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/auditlens/auditlens/gen/auditgen"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/auditgen"
 )
 
 // TestWatchResourceVersionsNeverGoBack: each client's watches of one
