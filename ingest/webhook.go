@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/secret"
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -281,7 +281,7 @@ func identify(r *http.Request, tokens map[string]Source, path Source) (Source, e
 		}
 		var src Source
 		for t, s := range tokens {
-			if secret.Equal(t, tok) {
+			if auth.EqualSecret(t, tok) {
 				src = s
 			}
 		}

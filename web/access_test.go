@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/report"
@@ -22,27 +23,6 @@ import (
 var betaData = regexp.MustCompile(`"beta"|"beta-\d+-`)
 
 func leaksBeta(body string) bool { return betaData.MatchString(body) }
-
-func TestParseAPIToken(t *testing.T) {
-	valid := func(s string) bool { return s != "" && !strings.ContainsAny(s, " /") }
-	for _, tc := range []struct {
-		in   string
-		want APIToken
-		bad  bool
-	}{
-		{in: "tok", want: APIToken{Token: "tok"}},
-		{in: "tok=prod", want: APIToken{Token: "tok", Clusters: []string{"prod"}}},
-		{in: "tok=prod, staging,prod", want: APIToken{Token: "tok", Clusters: []string{"prod", "staging"}}},
-		{in: "=prod", bad: true},
-		{in: "tok=", bad: true},
-		{in: "tok=a/b", bad: true},
-	} {
-		got, err := ParseAPIToken(tc.in, valid)
-		if (err != nil) != tc.bad || (!tc.bad && (got.Token != tc.want.Token || strings.Join(got.Clusters, ",") != strings.Join(tc.want.Clusters, ","))) {
-			t.Errorf("ParseAPIToken(%q) = %+v, %v; want %+v (error: %v)", tc.in, got, err, tc.want, tc.bad)
-		}
-	}
-}
 
 // TestPerClusterAccess holds every read endpoint to per-cluster access,
 // over the real engine with two clusters' events, findings and reports:
@@ -98,7 +78,7 @@ func TestPerClusterAccess(t *testing.T) {
 		}
 	}
 	h := NewRouter(Config{Store: st, Findings: findings, Reports: reports, Now: func() time.Time { return t0.Add(time.Hour) },
-		APITokens: []APIToken{{Token: "every"}, {Token: "only-alpha", Clusters: []string{"alpha"}}, {Token: "alpha-and-gamma", Clusters: []string{"alpha", "gamma"}}}})
+		APITokens: []auth.APIToken{{Token: "every"}, {Token: "only-alpha", Clusters: []string{"alpha"}}, {Token: "alpha-and-gamma", Clusters: []string{"alpha", "gamma"}}}})
 	get := func(token, path string) (int, string) {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodGet, path, nil)

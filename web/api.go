@@ -29,7 +29,7 @@ func (s *server) histogram(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
-	f.Cluster = who(c).scope(f.Cluster)
+	f.Cluster = who(c).Scope(f.Cluster)
 	if f.Until.IsZero() {
 		f.Until = s.cfg.Now()
 	}
@@ -65,7 +65,7 @@ func (s *server) values(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
-	f.Cluster = who(c).scope(f.Cluster)
+	f.Cluster = who(c).Scope(f.Cluster)
 	if f.Since.IsZero() {
 		f.Since = s.cfg.Now().Add(-24 * time.Hour)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -64,7 +65,7 @@ func (s *server) heartbeats(c *gin.Context) {
 		s.failQuery(c, err)
 		return
 	}
-	if cluster == noCluster {
+	if cluster == auth.NoCluster {
 		hb.Cluster = v.Get("cluster") // as for a cluster that does not exist
 	}
 	c.JSON(http.StatusOK, hb)
@@ -95,7 +96,7 @@ func (s *server) resourceVersions(c *gin.Context) {
 		s.failQuery(c, err)
 		return
 	}
-	if cluster == noCluster {
+	if cluster == auth.NoCluster {
 		l.Cluster = v.Get("cluster")
 	}
 	c.JSON(http.StatusOK, l)

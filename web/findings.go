@@ -36,7 +36,7 @@ func (s *server) findings(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
-	f := detect.ListFilter{Since: tf.Since, Until: tf.Until, Detectors: splitParam(v["detector"]), Clusters: who(c).scope(splitParam(v["cluster"]))}
+	f := detect.ListFilter{Since: tf.Since, Until: tf.Until, Detectors: splitParam(v["detector"]), Clusters: who(c).Scope(splitParam(v["cluster"]))}
 	for _, o := range v["object"] {
 		parts := strings.SplitN(o, "/", 3)
 		if len(parts) != 3 || parts[0] == "" || parts[2] == "" {
@@ -84,7 +84,7 @@ func (s *server) finding(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
 	f, err := s.cfg.Findings.Get(ctx, c.Param("id"))
-	if err == nil && !who(c).allows(f.Cluster) {
+	if err == nil && !who(c).Allows(f.Cluster) {
 		// Exactly what an unknown ID gets: nothing tells it exists.
 		err = fmt.Errorf("%w: %q", detect.ErrNotFound, c.Param("id"))
 	}

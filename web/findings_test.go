@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
 )
 
@@ -48,7 +49,7 @@ func (f *fakeFindings) Get(_ context.Context, id string) (detect.Finding, error)
 func TestFindingsAPI(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	src := &fakeFindings{byID: map[string]detect.Finding{"watch-loop-1": {ID: "watch-loop-1", Detector: "watch-loop", Severity: detect.Critical}}}
-	h := NewRouter(Config{Findings: src, Now: func() time.Time { return now }, APITokens: []APIToken{{Token: "secret"}}})
+	h := NewRouter(Config{Findings: src, Now: func() time.Time { return now }, APITokens: []auth.APIToken{{Token: "secret"}}})
 	do := func(path string) (int, string) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer secret")

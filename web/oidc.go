@@ -8,15 +8,13 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/auditlens/auditlens/internal/oidclogin"
-	"github.com/auditlens/auditlens/internal/secret"
+	"github.com/auditlens/auditlens/auth"
 )
 
 // Browser sign-in with OpenID Connect. GET /auth/oidc/login sends the
@@ -41,13 +39,13 @@ const (
 )
 
 // OIDCProvider is the relying party's side of the provider:
-// *oidclogin.Client.
+// *auth.Client.
 type OIDCProvider interface {
 	// AuthURL is the provider's sign-in page for this state, nonce and
 	// the S256 challenge of verifier.
 	AuthURL(ctx context.Context, state, nonce, verifier string) (string, error)
 	// Exchange trades a code for the verified identity.
-	Exchange(ctx context.Context, code, verifier, nonce string) (oidclogin.Identity, error)
+	Exchange(ctx context.Context, code, verifier, nonce string) (auth.OIDCIdentity, error)
 }
 
 // OIDC is browser sign-in with an OpenID Connect provider.
@@ -168,7 +166,7 @@ func (s *server) oidcCallback(c *gin.Context) {
 		HttpOnly: true, Secure: s.secureCookie(c.Request), SameSite: http.SameSiteLaxMode,
 	})
 	state := c.Query("state")
-	if state == "" || cookie == "" || !secret.Equal(cookie, state) {
+	if state == "" || cookie == "" || !auth.EqualSecret(cookie, state) {
 		s.cfg.Logger.Warn("OIDC callback without its state cookie refused", "remote", c.ClientIP())
 		s.authPage(c, http.StatusBadRequest, "Sign-in did not start here",
 			"This sign-in was not started from this browser, or its cookie was blocked. Start again from auditlens.", "")
@@ -200,8 +198,8 @@ func (s *server) oidcCallback(c *gin.Context) {
 			"auditlens could not complete the sign-in with "+s.oidcName()+". Start again; if it persists, whoever runs auditlens will find the reason in its log.", "")
 		return
 	}
-	p := groupsPrincipal(s.cfg.OIDC.Groups, id.Groups)
-	if !p.all && len(p.clusters) == 0 {
+	p := auth.GroupsPrincipal(s.cfg.OIDC.Groups, id.Groups)
+	if p.None() {
 		s.cfg.Logger.Warn("OIDC user may read no cluster", "user", id.User, "groups", id.Groups)
 		groups := "none"
 		if len(id.Groups) > 0 {
@@ -226,27 +224,6 @@ func (s *server) oidcName() string {
 		return s.cfg.OIDC.Name
 	}
 	return "the sign-in provider"
-}
-
-// groupsPrincipal is what a member of groups may read under a mapping of
-// group to clusters (an empty list: every cluster).
-func groupsPrincipal(mapping map[string][]string, groups []string) principal {
-	var pr principal
-	for _, g := range groups {
-		cl, ok := mapping[strings.TrimSpace(g)]
-		switch {
-		case !ok:
-		case len(cl) == 0:
-			return everyCluster
-		default:
-			for _, c := range cl {
-				if !slices.Contains(pr.clusters, c) {
-					pr.clusters = append(pr.clusters, c)
-				}
-			}
-		}
-	}
-	return pr
 }
 
 // authPage is the page a browser lands on when a sign-in with the

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
-	"github.com/auditlens/auditlens/internal/oidclogin"
 	"github.com/auditlens/auditlens/internal/testkit/oidctest"
 	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
@@ -33,7 +33,7 @@ func TestOIDCSignIn(t *testing.T) {
 		"u2": {Username: "bob", Password: "bob-pw", Email: "<b>bob</b>@example.com", Groups: []string{"dev"}},
 		"u3": {Username: "root", Password: "root-pw", Email: "root@example.com", Groups: []string{"admins"}},
 	})
-	c, err := oidclogin.New(oidclogin.Config{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: callback})
+	c, err := auth.NewOIDCClient(auth.OIDCConfig{Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: callback})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
 )
 
@@ -19,8 +20,8 @@ func TestAuthProxy(t *testing.T) {
 		"f-alpha": {ID: "f-alpha", Detector: "watch-loop", Cluster: "alpha"},
 		"f-beta":  {ID: "f-beta", Detector: "watch-loop", Cluster: "beta"},
 	}}
-	h := NewRouter(Config{Findings: findings, APITokens: []APIToken{{Token: "tok"}},
-		Proxy: &AuthProxy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.1.0.0/16")},
+	h := NewRouter(Config{Findings: findings, APITokens: []auth.APIToken{{Token: "tok"}},
+		Proxy: &auth.Proxy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.1.0.0/16")},
 			Groups: map[string][]string{"sre": {"alpha"}, "admins": {}}}})
 	do := func(remote, path string, hdr ...string) (int, string) {
 		t.Helper()
@@ -57,28 +58,6 @@ func TestAuthProxy(t *testing.T) {
 		code, body := do(tc.remote, path, tc.hdr...)
 		if code != tc.code || !strings.Contains(body, tc.body) {
 			t.Errorf("%s: GET %s: %d %s; want %d with %q", tc.name, path, code, body, tc.code, tc.body)
-		}
-	}
-}
-
-func TestParseProxyGroup(t *testing.T) {
-	valid := func(s string) bool { return s != "" && !strings.Contains(s, " ") }
-	for _, tc := range []struct {
-		in       string
-		group    string
-		clusters string
-		bad      bool
-	}{
-		{in: "sre=prod,staging", group: "sre", clusters: "prod,staging"},
-		{in: "admins=*", group: "admins", clusters: ""},
-		{in: "sre=", bad: true},
-		{in: "=prod", bad: true},
-		{in: "sre", bad: true},
-		{in: "sre=a b", bad: true},
-	} {
-		g, cl, err := ParseProxyGroup(tc.in, valid)
-		if (err != nil) != tc.bad || (!tc.bad && (g != tc.group || strings.Join(cl, ",") != tc.clusters || cl == nil)) {
-			t.Errorf("ParseProxyGroup(%q) = %q %q %v", tc.in, g, cl, err)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/auditlens/auditlens/auth"
 )
 
 // TestSignInLimit: after ten refused token sign-ins within a minute an
@@ -15,7 +17,7 @@ import (
 // affected, and a forwarded-for header does not make another address.
 func TestSignInLimit(t *testing.T) {
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	h := NewRouter(Config{APITokens: []APIToken{{Token: "right-token"}}, Now: func() time.Time { return now }})
+	h := NewRouter(Config{APITokens: []auth.APIToken{{Token: "right-token"}}, Now: func() time.Time { return now }})
 	signIn := func(remote, token string, hdr ...string) *httptest.ResponseRecorder {
 		t.Helper()
 		req := httptest.NewRequest(http.MethodPost, "/api/v1/session", strings.NewReader(`{"token":"`+token+`"}`))

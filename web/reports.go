@@ -24,8 +24,8 @@ type ReportsSource interface {
 func (s *server) reports(c *gin.Context) {
 	v := c.Request.URL.Query()
 	f := report.ListFilter{Name: v.Get("name")}
-	if p := who(c); !p.all {
-		f.Within = p.clusters
+	if p := who(c); !p.All {
+		f.Within = p.Clusters
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -60,7 +60,7 @@ func (s *server) report(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
 	r, err := s.cfg.Reports.Get(ctx, c.Param("id"))
-	if err == nil && !who(c).within(r.Clusters) {
+	if err == nil && !who(c).Within(r.Clusters) {
 		// A report of other clusters, or of every cluster, is one this
 		// reader cannot see whole: exactly what an unknown ID gets.
 		err = fmt.Errorf("%w: report %q", report.ErrNotFound, c.Param("id"))

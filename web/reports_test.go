@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/report"
 )
 
@@ -48,7 +49,7 @@ func TestReportsAPI(t *testing.T) {
 	end := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	r := report.Report{ID: "report-1", Name: "daily<b>", WindowStart: end.Add(-24 * time.Hour), WindowEnd: end}
 	src := &fakeReports{byID: map[string]report.Report{"report-1": r}}
-	h := NewRouter(Config{Reports: src, APITokens: []APIToken{{Token: "secret"}}})
+	h := NewRouter(Config{Reports: src, APITokens: []auth.APIToken{{Token: "secret"}}})
 	do := func(path string, token bool) (int, string, string) {
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		if token {

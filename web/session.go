@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/auditlens/auditlens/auth"
 )
 
 // Browser sign-in. A browser cannot attach a bearer token to the links it
@@ -47,7 +49,7 @@ type sessions struct {
 
 type session struct {
 	expires time.Time
-	who     principal
+	who     auth.Principal
 	user    string // the provider's name of the user (OIDC); empty for a token
 }
 
@@ -60,7 +62,7 @@ func newSessions(ttl time.Duration, now func() time.Time) *sessions {
 
 // create starts a session of p (signed in as user, when known) and
 // returns its cookie value.
-func (s *sessions) create(p principal, user string) (string, error) {
+func (s *sessions) create(p auth.Principal, user string) (string, error) {
 	id, err := randomToken()
 	if err != nil {
 		return "", err
@@ -126,7 +128,7 @@ func (s *server) getSession(c *gin.Context) {
 		if st.User == "" && s.cfg.Proxy != nil {
 			// A proxy's user whose groups read nothing is still known:
 			// the 403 page names them.
-			_, st.User, _ = s.cfg.Proxy.principal(c.Request)
+			_, st.User, _ = s.cfg.Proxy.Identify(c.Request)
 		}
 	}
 	c.Header("Cache-Control", "no-store")
@@ -156,7 +158,7 @@ func (s *server) userOf(c *gin.Context, via string) string {
 		se, _ := s.sessions.get(id)
 		return se.user
 	case "proxy":
-		_, user, _ := s.cfg.Proxy.principal(c.Request)
+		_, user, _ := s.cfg.Proxy.Identify(c.Request)
 		return user
 	}
 	return ""

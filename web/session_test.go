@@ -9,13 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/report"
 )
 
 func TestSessions(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	h := NewRouter(Config{Reports: &fakeReports{byID: map[string]report.Report{}}, APITokens: []APIToken{{Token: "tok-a"}, {Token: "tok-b"}},
+	h := NewRouter(Config{Reports: &fakeReports{byID: map[string]report.Report{}}, APITokens: []auth.APIToken{{Token: "tok-a"}, {Token: "tok-b"}},
 		Now: clock, SessionTTL: time.Hour})
 
 	do := func(method, path, body string, hdr map[string]string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
@@ -137,13 +138,13 @@ func TestSessionsOpenAPI(t *testing.T) {
 func TestSessionsBounded(t *testing.T) {
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	s := newSessions(time.Hour, func() time.Time { return now })
-	first, err := s.create(everyCluster, "")
+	first, err := s.create(auth.EveryCluster, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range maxSessions {
 		now = now.Add(time.Millisecond)
-		if _, err := s.create(everyCluster, ""); err != nil {
+		if _, err := s.create(auth.EveryCluster, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

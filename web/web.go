@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -45,12 +46,12 @@ type Config struct {
 	// APITokens, when not empty, are the bearer tokens the read API
 	// accepts, each with the clusters it may read. The webhook has its
 	// own tokens.
-	APITokens []APIToken
+	APITokens []auth.APIToken
 	// Reviewer, when set, checks bearer tokens that are not APITokens.
 	Reviewer TokenReviewer
 	// Proxy, when set, trusts an authenticating proxy's user and groups
 	// headers on connections from its addresses.
-	Proxy *AuthProxy
+	Proxy *auth.Proxy
 	// OIDC, when set, signs browsers in with an OpenID Connect provider
 	// (GET /auth/oidc/login and /auth/oidc/callback).
 	OIDC *OIDC
@@ -158,7 +159,7 @@ type server struct {
 	oidc     *oidcFlows
 	// signInFailures bounds failed token sign-ins per client address.
 	signInFailures *failureLimiter
-	tokens         []string // cfg.APITokens' tokens, for secret.Match
+	tokens         []string // cfg.APITokens' tokens, for auth.MatchSecret
 }
 
 // apiError is the one shape of API errors.
@@ -193,7 +194,7 @@ func (s *server) events(c *gin.Context) {
 		s.fail(c, http.StatusBadRequest, err)
 		return
 	}
-	f.Cluster = who(c).scope(f.Cluster)
+	f.Cluster = who(c).Scope(f.Cluster)
 	var jq *query.JQ
 	if prog := v.Get("jq"); prog != "" {
 		jq, err = query.CompileJQ(prog)

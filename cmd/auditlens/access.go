@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -15,8 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/ingest"
-	"github.com/auditlens/auditlens/internal/kubeauth"
+	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/web"
 )
@@ -84,30 +83,19 @@ func readTokenFile(path string) ([]string, error) {
 	return toks, nil
 }
 
-// kubeReviewer adapts kubeauth.Reviewer to web.TokenReviewer.
-type kubeReviewer struct{ r *kubeauth.Reviewer }
-
-func (k kubeReviewer) ReviewToken(ctx context.Context, token string) (web.ReviewedAccess, error) {
-	a, err := k.r.Review(ctx, token)
-	if errors.Is(err, kubeauth.ErrUnauthenticated) {
-		return web.ReviewedAccess{}, web.ErrUnknownToken
-	}
-	return web.ReviewedAccess{User: a.User, All: a.All, Clusters: a.Clusters}, err
-}
-
 // newKubeReviewer reads --kube-auth-kubeconfig or, with --kube-auth-in-cluster,
 // the pod's service account; nil when neither is set. The cluster names
 // to review come from the store (cached by the reviewer with its answers).
 func newKubeReviewer(kubeconfig string, inCluster bool, ttl time.Duration, st store.Store) (web.TokenReviewer, error) {
-	var cfg kubeauth.Config
+	var cfg auth.KubeConfig
 	var err error
 	switch {
 	case kubeconfig != "" && inCluster:
 		return nil, fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
 	case kubeconfig != "":
-		cfg, err = kubeauth.LoadKubeconfig(kubeconfig)
+		cfg, err = auth.LoadKubeconfig(kubeconfig)
 	case inCluster:
-		cfg, err = kubeauth.InCluster()
+		cfg, err = auth.KubeInCluster()
 	default:
 		return nil, nil
 	}
@@ -116,14 +104,14 @@ func newKubeReviewer(kubeconfig string, inCluster bool, ttl time.Duration, st st
 	}
 	// The cluster names are read once per cache period, not per token:
 	// listing them reads a column of every stored event.
-	names := &clusterNames{ttl: ttl, now: time.Now, list: func(ctx context.Context) ([]string, error) { return storedClusters(ctx, st) }}
+	names := &clusterNames{ttl: ttl, now: time.Now, list: func(ctx context.Context) ([]string, error) { return query.Clusters(ctx, st) }}
 	cfg.Clusters = names.get
 	cfg.CacheTTL = ttl
-	r, err := kubeauth.New(cfg)
+	r, err := auth.NewKubeReviewer(cfg)
 	if err != nil {
-		return nil, err
+		return nil, err // not a nil *KubeReviewer in a non-nil interface
 	}
-	return kubeReviewer{r}, nil
+	return r, nil
 }
 
 // clusterNames keeps the stored cluster names for ttl (a new cluster is
@@ -154,32 +142,16 @@ func (c *clusterNames) get(ctx context.Context) ([]string, error) {
 	return slices.Clone(c.names), nil
 }
 
-// storedClusters lists the cluster names events were stored for.
-func storedClusters(ctx context.Context, st store.Store) ([]string, error) {
-	var out []string
-	err := st.Select(ctx, "SELECT DISTINCT cluster AS c FROM audit_events ORDER BY c", nil, func(row []byte) error {
-		var r struct {
-			C string `json:"c"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return err
-		}
-		out = append(out, r.C)
-		return nil
-	})
-	return out, err
-}
-
 // authProxy builds the trusted proxy of the --auth-proxy-* flags; nil when
 // none is set.
-func authProxy(from, groups []string, userHdr, groupsHdr string) (p *web.AuthProxy, err error) {
+func authProxy(from, groups []string, userHdr, groupsHdr string) (p *auth.Proxy, err error) {
 	if len(from) == 0 && len(groups) == 0 {
 		return nil, nil
 	}
 	if len(from) == 0 || len(groups) == 0 {
 		return nil, fmt.Errorf("%w: --auth-proxy-from and --auth-proxy-group go together: whose headers to trust, and what their groups may read", errUsage)
 	}
-	p = &web.AuthProxy{UserHeader: userHdr, GroupsHeader: groupsHdr}
+	p = &auth.Proxy{UserHeader: userHdr, GroupsHeader: groupsHdr}
 	for _, f := range from {
 		pre, err := netip.ParsePrefix(strings.TrimSpace(f))
 		if err != nil {
@@ -200,7 +172,7 @@ func authProxy(from, groups []string, userHdr, groupsHdr string) (p *web.AuthPro
 func groupMap(flagName string, values []string) (map[string][]string, error) {
 	groups := map[string][]string{}
 	for _, g := range values {
-		name, clusters, err := web.ParseProxyGroup(g, ingest.ValidName)
+		name, clusters, err := auth.ParseProxyGroup(g, ingest.ValidName)
 		if err != nil {
 			return nil, fmt.Errorf("%w: --%s: %v", errUsage, flagName, err)
 		}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/auditlens/auditlens/internal/oidclogin"
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/web"
 )
 
@@ -71,7 +71,7 @@ func (o *oidcFlags) config() (cfg *web.OIDC, secure bool, err error) {
 	if scopes == nil {
 		scopes = []string{}
 	}
-	c, err := oidclogin.New(oidclogin.Config{
+	c, err := auth.NewOIDCClient(auth.OIDCConfig{
 		Issuer: o.issuer, ClientID: o.clientID, ClientSecret: clientSecret, RedirectURL: o.redirect,
 		Scopes: scopes, UserClaim: o.userClaim, GroupsClaim: o.groupsClaim, CAFile: o.caFile,
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/bounded"
@@ -101,9 +102,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		apiTokens = append(apiTokens, toks...)
 	}
-	readTokens := make([]web.APIToken, 0, len(apiTokens))
+	readTokens := make([]auth.APIToken, 0, len(apiTokens))
 	for _, t := range apiTokens {
-		rt, err := web.ParseAPIToken(t, ingest.ValidName)
+		rt, err := auth.ParseAPIToken(t, ingest.ValidName)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -1,4 +1,4 @@
-// Package kubeauth checks a bearer token against a Kubernetes cluster, as
+// KubeReviewer checks a bearer token against a Kubernetes cluster, as
 // kube-rbac-proxy does: a TokenReview says who the token belongs to, and a
 // SubjectAccessReview per auditlens cluster name says whether that user
 // may read it. Read access to an auditlens cluster is the verb get on the
@@ -18,7 +18,8 @@
 // token's SHA-256 digest, so that a page of the UI making ten requests
 // costs the apiserver one review, and a revoked binding stops working
 // within the minute.
-package kubeauth
+
+package auth
 
 import (
 	"bytes"
@@ -47,18 +48,18 @@ import (
 
 // The resource a SubjectAccessReview asks about.
 const (
-	Group    = "auditlens.io"
-	Resource = "clusters"
-	Verb     = "get"
+	KubeGroup    = "auditlens.io"
+	KubeResource = "clusters"
+	KubeVerb     = "get"
 )
 
 // ErrUnauthenticated: the apiserver does not know the token.
 var ErrUnauthenticated = errors.New("the Kubernetes apiserver does not accept this token")
 
-// Config is how to reach the apiserver that reviews tokens, with
+// KubeConfig is how to reach the apiserver that reviews tokens, with
 // credentials allowed to create tokenreviews and subjectaccessreviews (the
 // ClusterRole system:auth-delegator grants both).
-type Config struct {
+type KubeConfig struct {
 	Server string // https://host:port
 	CA     []byte // PEM; empty: the system's roots
 	// Token, or ClientCert and ClientKey (PEM), authenticate auditlens.
@@ -77,17 +78,16 @@ type Config struct {
 	Now      func() time.Time
 }
 
-// Access is what a token may read.
+// Access is whose a token is and what it may read (All: RBAC allows get
+// on clusters with no name).
 type Access struct {
 	User string
-	// All: every cluster (RBAC allows get on clusters with no name).
-	All      bool
-	Clusters []string
+	Principal
 }
 
-// Reviewer reviews tokens. It is safe for concurrent use.
-type Reviewer struct {
-	cfg    Config
+// KubeReviewer reviews tokens. It is safe for concurrent use.
+type KubeReviewer struct {
+	cfg    KubeConfig
 	client *http.Client
 	mu     sync.Mutex
 	cache  map[[sha256.Size]byte]cached
@@ -99,8 +99,8 @@ type cached struct {
 	expires time.Time
 }
 
-// New returns a reviewer for cfg.
-func New(cfg Config) (*Reviewer, error) {
+// NewKubeReviewer returns a reviewer for cfg.
+func NewKubeReviewer(cfg KubeConfig) (*KubeReviewer, error) {
 	u, err := url.Parse(cfg.Server)
 	if err != nil || u.Scheme != "https" || u.Host == "" {
 		return nil, fmt.Errorf("kube auth: server %q is not an https:// URL", cfg.Server)
@@ -132,13 +132,13 @@ func New(cfg Config) (*Reviewer, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
-	return &Reviewer{cfg: cfg, cache: map[[sha256.Size]byte]cached{},
+	return &KubeReviewer{cfg: cfg, cache: map[[sha256.Size]byte]cached{},
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, ForceAttemptHTTP2: true}}}, nil
 }
 
 // Review returns what token may read. An unknown token is
 // ErrUnauthenticated; a known one that may read nothing has no clusters.
-func (r *Reviewer) Review(ctx context.Context, token string) (Access, error) {
+func (r *KubeReviewer) Review(ctx context.Context, token string) (Access, error) {
 	k := sha256.Sum256([]byte(token))
 	now := r.cfg.Now()
 	r.mu.Lock()
@@ -160,7 +160,7 @@ func (r *Reviewer) Review(ctx context.Context, token string) (Access, error) {
 	return a, err
 }
 
-func (r *Reviewer) review(ctx context.Context, token string) (Access, error) {
+func (r *KubeReviewer) review(ctx context.Context, token string) (Access, error) {
 	tr := authnv1.TokenReview{TypeMeta: metav1.TypeMeta{APIVersion: "authentication.k8s.io/v1", Kind: "TokenReview"},
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: r.cfg.Audiences}}
 	if err := r.post(ctx, "/apis/authentication.k8s.io/v1/tokenreviews", &tr); err != nil {
@@ -197,14 +197,14 @@ func (r *Reviewer) review(ctx context.Context, token string) (Access, error) {
 
 // allowed asks whether u may get the auditlens cluster name ("" for every
 // cluster).
-func (r *Reviewer) allowed(ctx context.Context, u authnv1.UserInfo, name string) (bool, error) {
+func (r *KubeReviewer) allowed(ctx context.Context, u authnv1.UserInfo, name string) (bool, error) {
 	extra := map[string]authzv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authzv1.ExtraValue(v)
 	}
 	sar := authzv1.SubjectAccessReview{TypeMeta: metav1.TypeMeta{APIVersion: "authorization.k8s.io/v1", Kind: "SubjectAccessReview"},
 		Spec: authzv1.SubjectAccessReviewSpec{User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-			ResourceAttributes: &authzv1.ResourceAttributes{Group: Group, Resource: Resource, Verb: Verb, Name: name}}}
+			ResourceAttributes: &authzv1.ResourceAttributes{Group: KubeGroup, Resource: KubeResource, Verb: KubeVerb, Name: name}}}
 	if err := r.post(ctx, "/apis/authorization.k8s.io/v1/subjectaccessreviews", &sar); err != nil {
 		return false, err
 	}
@@ -212,7 +212,7 @@ func (r *Reviewer) allowed(ctx context.Context, u authnv1.UserInfo, name string)
 }
 
 // post creates a review and decodes the answer into v.
-func (r *Reviewer) post(ctx context.Context, path string, v any) error {
+func (r *KubeReviewer) post(ctx context.Context, path string, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -288,17 +288,17 @@ type kubeconfig struct {
 // LoadKubeconfig reads the server and credentials of a kubeconfig file's
 // current context (its first when none is current). Relative file paths
 // are relative to the file, as kubectl reads them.
-func LoadKubeconfig(path string) (Config, error) {
+func LoadKubeconfig(path string) (KubeConfig, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Config{}, fmt.Errorf("kube auth: %w", err)
+		return KubeConfig{}, fmt.Errorf("kube auth: %w", err)
 	}
 	var kc kubeconfig
 	if err := yaml.Unmarshal(data, &kc); err != nil {
-		return Config{}, fmt.Errorf("kube auth: %s: %w", path, err)
+		return KubeConfig{}, fmt.Errorf("kube auth: %s: %w", path, err)
 	}
 	if len(kc.Contexts) == 0 {
-		return Config{}, fmt.Errorf("kube auth: %s has no context", path)
+		return KubeConfig{}, fmt.Errorf("kube auth: %s has no context", path)
 	}
 	ctxIdx := 0
 	for i, c := range kc.Contexts {
@@ -317,7 +317,7 @@ func LoadKubeconfig(path string) (Config, error) {
 		}
 		return os.ReadFile(p)
 	}
-	var cfg Config
+	var cfg KubeConfig
 	found := false
 	for _, c := range kc.Clusters {
 		if c.Name != want.Cluster {
@@ -325,17 +325,17 @@ func LoadKubeconfig(path string) (Config, error) {
 		}
 		found = true
 		if c.Cluster.SkipVerify {
-			return Config{}, fmt.Errorf("kube auth: %s: insecure-skip-tls-verify would send tokens to anyone: give the apiserver's CA", path)
+			return KubeConfig{}, fmt.Errorf("kube auth: %s: insecure-skip-tls-verify would send tokens to anyone: give the apiserver's CA", path)
 		}
 		cfg.Server, cfg.CA = c.Cluster.Server, c.Cluster.CAData
 		if len(cfg.CA) == 0 {
 			if cfg.CA, err = read(c.Cluster.CA); err != nil {
-				return Config{}, fmt.Errorf("kube auth: %w", err)
+				return KubeConfig{}, fmt.Errorf("kube auth: %w", err)
 			}
 		}
 	}
 	if !found {
-		return Config{}, fmt.Errorf("kube auth: %s: no cluster %q", path, want.Cluster)
+		return KubeConfig{}, fmt.Errorf("kube auth: %s: no cluster %q", path, want.Cluster)
 	}
 	found = false
 	for _, u := range kc.Users {
@@ -344,13 +344,13 @@ func LoadKubeconfig(path string) (Config, error) {
 		}
 		found = true
 		if u.User.Exec != nil || u.User.AuthPlugin != nil {
-			return Config{}, fmt.Errorf("kube auth: %s: user %q authenticates with a plugin; give a token or a client certificate", path, u.Name)
+			return KubeConfig{}, fmt.Errorf("kube auth: %s: user %q authenticates with a plugin; give a token or a client certificate", path, u.Name)
 		}
 		cfg.Token = u.User.Token
 		if cfg.Token == "" && u.User.TokenFile != "" {
 			b, err := read(u.User.TokenFile)
 			if err != nil {
-				return Config{}, fmt.Errorf("kube auth: %w", err)
+				return KubeConfig{}, fmt.Errorf("kube auth: %w", err)
 			}
 			cfg.Token = strings.TrimSpace(string(b))
 			cfg.TokenFile = u.User.TokenFile
@@ -361,39 +361,39 @@ func LoadKubeconfig(path string) (Config, error) {
 		cfg.ClientCert, cfg.ClientKey = u.User.CertData, u.User.KeyData
 		if len(cfg.ClientCert) == 0 {
 			if cfg.ClientCert, err = read(u.User.Cert); err != nil {
-				return Config{}, fmt.Errorf("kube auth: %w", err)
+				return KubeConfig{}, fmt.Errorf("kube auth: %w", err)
 			}
 		}
 		if len(cfg.ClientKey) == 0 {
 			if cfg.ClientKey, err = read(u.User.Key); err != nil {
-				return Config{}, fmt.Errorf("kube auth: %w", err)
+				return KubeConfig{}, fmt.Errorf("kube auth: %w", err)
 			}
 		}
 	}
 	if !found {
-		return Config{}, fmt.Errorf("kube auth: %s: no user %q", path, want.User)
+		return KubeConfig{}, fmt.Errorf("kube auth: %s: no user %q", path, want.User)
 	}
 	return cfg, nil
 }
 
-// InCluster reads the pod's own service account: the apiserver from
+// KubeInCluster reads the pod's own service account: the apiserver from
 // KUBERNETES_SERVICE_HOST and _PORT, its CA and the token from the
 // mounted service-account volume.
-func InCluster() (Config, error) {
+func KubeInCluster() (KubeConfig, error) {
 	host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
 	if host == "" || port == "" {
-		return Config{}, errors.New("kube auth: in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not in a pod?)")
+		return KubeConfig{}, errors.New("kube auth: in-cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set (not in a pod?)")
 	}
 	const dir = "/var/run/secrets/kubernetes.io/serviceaccount"
 	tok, err := os.ReadFile(filepath.Join(dir, "token"))
 	if err != nil {
-		return Config{}, fmt.Errorf("kube auth: in-cluster: %w (automountServiceAccountToken off?)", err)
+		return KubeConfig{}, fmt.Errorf("kube auth: in-cluster: %w (automountServiceAccountToken off?)", err)
 	}
 	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
 	if err != nil {
-		return Config{}, fmt.Errorf("kube auth: in-cluster: %w", err)
+		return KubeConfig{}, fmt.Errorf("kube auth: in-cluster: %w", err)
 	}
 	// The kubelet rotates the token in the file: read it at every review.
-	return Config{Server: "https://" + net.JoinHostPort(strings.Trim(host, "[]"), port), CA: ca,
+	return KubeConfig{Server: "https://" + net.JoinHostPort(strings.Trim(host, "[]"), port), CA: ca,
 		Token: strings.TrimSpace(string(tok)), TokenFile: filepath.Join(dir, "token")}, nil
 }

@@ -1,4 +1,4 @@
-package oidclogin_test
+package auth_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditlens/auditlens/internal/oidclogin"
+	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/internal/testkit/oidctest"
 	"github.com/auditlens/auditlens/internal/testkit/proctest"
 )
@@ -25,8 +25,8 @@ func TestAgainstRealProvider(t *testing.T) {
 		"u2": {Username: "bob", Password: "bob-pw", Email: "bob@example.com"},
 	})
 	ctx := context.Background()
-	newClient := func(t *testing.T, userClaim string) *oidclogin.Client {
-		c, err := oidclogin.New(oidclogin.Config{
+	newClient := func(t *testing.T, userClaim string) *auth.OIDCClient {
+		c, err := auth.NewOIDCClient(auth.OIDCConfig{
 			Issuer: p.Issuer, ClientID: p.ClientID, ClientSecret: p.ClientSecret, RedirectURL: redirect, UserClaim: userClaim,
 		})
 		if err != nil {
@@ -38,7 +38,7 @@ func TestAgainstRealProvider(t *testing.T) {
 		return c
 	}
 	// signIn returns the code the provider sends back for state.
-	signIn := func(t *testing.T, c *oidclogin.Client, user, pw, state, nonce, verifier string) string {
+	signIn := func(t *testing.T, c *auth.OIDCClient, user, pw, state, nonce, verifier string) string {
 		t.Helper()
 		u, err := c.AuthURL(ctx, state, nonce, verifier)
 		if err != nil {
@@ -115,7 +115,7 @@ func TestAgainstRealProvider(t *testing.T) {
 }
 
 func TestNewRefusesBadConfig(t *testing.T) {
-	for _, cfg := range []oidclogin.Config{
+	for _, cfg := range []auth.OIDCConfig{
 		{ClientID: "x", RedirectURL: redirect},
 		{Issuer: "http://127.0.0.1:1/", RedirectURL: redirect},
 		{Issuer: "http://127.0.0.1:1/", ClientID: "x"},
@@ -123,7 +123,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{Issuer: "http://127.0.0.1:1/", ClientID: "x", RedirectURL: "/auth/oidc/callback"},
 		{Issuer: "http://127.0.0.1:1/", ClientID: "x", RedirectURL: redirect, CAFile: "/nonexistent/ca.pem"},
 	} {
-		if _, err := oidclogin.New(cfg); err == nil {
+		if _, err := auth.NewOIDCClient(cfg); err == nil {
 			t.Errorf("New(%+v) accepted", cfg)
 		}
 	}
@@ -132,7 +132,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // TestUnreachableProvider: AuthURL says what is wrong, and a later call
 // tries again.
 func TestUnreachableProvider(t *testing.T) {
-	c, err := oidclogin.New(oidclogin.Config{Issuer: "http://" + proctest.FreeAddr(t) + "/", ClientID: "x", RedirectURL: redirect})
+	c, err := auth.NewOIDCClient(auth.OIDCConfig{Issuer: "http://" + proctest.FreeAddr(t) + "/", ClientID: "x", RedirectURL: redirect})
 	if err != nil {
 		t.Fatal(err)
 	}

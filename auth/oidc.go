@@ -1,4 +1,4 @@
-// Package oidclogin is the relying-party side of browser sign-in with
+// OIDCClient is the relying-party side of browser sign-in with
 // OpenID Connect: the authorization-code flow with PKCE (S256) and a
 // nonce, the ID token verified against the provider's keys, and the user's
 // name and groups read from the token's claims (or, when the provider
@@ -7,7 +7,8 @@
 // It holds no sessions and no browser state: web keeps those, and asks
 // this package for the provider's URL and, on the way back, for the
 // identity behind a code.
-package oidclogin
+
+package auth
 
 import (
 	"context"
@@ -26,8 +27,8 @@ import (
 	"golang.org/x/oauth2"
 )
 
-// Config names the provider and this client of it.
-type Config struct {
+// OIDCConfig names the provider and this client of it.
+type OIDCConfig struct {
 	// Issuer is the provider's issuer URL; its discovery document is at
 	// Issuer + "/.well-known/openid-configuration".
 	Issuer string
@@ -51,25 +52,25 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Identity is who signed in.
-type Identity struct {
+// OIDCIdentity is who signed in.
+type OIDCIdentity struct {
 	User   string
 	Groups []string
 }
 
-// Client talks to one provider. The discovery document is fetched on
+// OIDCClient talks to one provider. The discovery document is fetched on
 // first use and kept; a provider that is down when serve starts is tried
 // again at the next sign-in.
-type Client struct {
-	cfg  Config
+type OIDCClient struct {
+	cfg  OIDCConfig
 	http *http.Client
 
 	mu       sync.Mutex
 	provider *oidc.Provider
 }
 
-// New checks cfg and returns a Client; it does not contact the provider.
-func New(cfg Config) (*Client, error) {
+// NewOIDCClient checks cfg and returns a Client; it does not contact the provider.
+func NewOIDCClient(cfg OIDCConfig) (*OIDCClient, error) {
 	if cfg.Issuer == "" || cfg.ClientID == "" || cfg.RedirectURL == "" {
 		return nil, errors.New("OIDC sign-in needs the issuer, the client ID and the redirect URL")
 	}
@@ -103,18 +104,18 @@ func New(cfg Config) (*Client, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &Client{cfg: cfg, http: &http.Client{Transport: tr, Timeout: cfg.Timeout}}, nil
+	return &OIDCClient{cfg: cfg, http: &http.Client{Transport: tr, Timeout: cfg.Timeout}}, nil
 }
 
 // Issuer is the provider's issuer URL.
-func (c *Client) Issuer() string { return c.cfg.Issuer }
+func (c *OIDCClient) Issuer() string { return c.cfg.Issuer }
 
-func (c *Client) ctx(ctx context.Context) context.Context {
+func (c *OIDCClient) ctx(ctx context.Context) context.Context {
 	return oidc.ClientContext(ctx, c.http)
 }
 
 // discover returns the provider, fetching its discovery document once.
-func (c *Client) discover(ctx context.Context) (*oidc.Provider, error) {
+func (c *OIDCClient) discover(ctx context.Context) (*oidc.Provider, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.provider != nil {
@@ -130,12 +131,12 @@ func (c *Client) discover(ctx context.Context) (*oidc.Provider, error) {
 
 // Check fetches the discovery document, so that serve can say at start
 // whether the provider answers.
-func (c *Client) Check(ctx context.Context) error {
+func (c *OIDCClient) Check(ctx context.Context) error {
 	_, err := c.discover(ctx)
 	return err
 }
 
-func (c *Client) oauth(p *oidc.Provider) *oauth2.Config {
+func (c *OIDCClient) oauth(p *oidc.Provider) *oauth2.Config {
 	return &oauth2.Config{
 		ClientID: c.cfg.ClientID, ClientSecret: c.cfg.ClientSecret,
 		Endpoint: p.Endpoint(), RedirectURL: c.cfg.RedirectURL,
@@ -145,7 +146,7 @@ func (c *Client) oauth(p *oidc.Provider) *oauth2.Config {
 
 // AuthURL is the provider's page to send the browser to, carrying state,
 // the nonce the ID token must repeat, and the S256 challenge of verifier.
-func (c *Client) AuthURL(ctx context.Context, state, nonce, verifier string) (string, error) {
+func (c *OIDCClient) AuthURL(ctx context.Context, state, nonce, verifier string) (string, error) {
 	p, err := c.discover(ctx)
 	if err != nil {
 		return "", err
@@ -156,30 +157,30 @@ func (c *Client) AuthURL(ctx context.Context, state, nonce, verifier string) (st
 // Exchange trades the code the provider sent back for the identity: the
 // ID token must be signed by the provider, issued to this client, not
 // expired, and carry nonce.
-func (c *Client) Exchange(ctx context.Context, code, verifier, nonce string) (Identity, error) {
+func (c *OIDCClient) Exchange(ctx context.Context, code, verifier, nonce string) (OIDCIdentity, error) {
 	p, err := c.discover(ctx)
 	if err != nil {
-		return Identity{}, err
+		return OIDCIdentity{}, err
 	}
 	ctx = c.ctx(ctx)
 	tok, err := c.oauth(p).Exchange(ctx, code, oauth2.VerifierOption(verifier))
 	if err != nil {
-		return Identity{}, fmt.Errorf("OIDC code exchange: %w", err)
+		return OIDCIdentity{}, fmt.Errorf("OIDC code exchange: %w", err)
 	}
 	raw, ok := tok.Extra("id_token").(string)
 	if !ok || raw == "" {
-		return Identity{}, errors.New("OIDC: the provider's token answer holds no ID token")
+		return OIDCIdentity{}, errors.New("OIDC: the provider's token answer holds no ID token")
 	}
 	idt, err := p.Verifier(&oidc.Config{ClientID: c.cfg.ClientID}).Verify(ctx, raw)
 	if err != nil {
-		return Identity{}, fmt.Errorf("OIDC ID token: %w", err)
+		return OIDCIdentity{}, fmt.Errorf("OIDC ID token: %w", err)
 	}
 	if idt.Nonce != nonce {
-		return Identity{}, errors.New("OIDC ID token: the nonce is not the one this sign-in sent")
+		return OIDCIdentity{}, errors.New("OIDC ID token: the nonce is not the one this sign-in sent")
 	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
-		return Identity{}, fmt.Errorf("OIDC ID token claims: %w", err)
+		return OIDCIdentity{}, fmt.Errorf("OIDC ID token claims: %w", err)
 	}
 	_, hasGroups := claims[c.cfg.GroupsClaim]
 	_, hasUser := claims[c.cfg.UserClaim]
@@ -188,14 +189,14 @@ func (c *Client) Exchange(ctx context.Context, code, verifier, nonce string) (Id
 		// token is issued) out of the ID token; userinfo has them.
 		ui, err := p.UserInfo(ctx, oauth2.StaticTokenSource(tok))
 		if err != nil {
-			return Identity{}, fmt.Errorf("OIDC userinfo: %w", err)
+			return OIDCIdentity{}, fmt.Errorf("OIDC userinfo: %w", err)
 		}
 		var more map[string]any
 		if err := ui.Claims(&more); err != nil {
-			return Identity{}, fmt.Errorf("OIDC userinfo claims: %w", err)
+			return OIDCIdentity{}, fmt.Errorf("OIDC userinfo claims: %w", err)
 		}
 		if ui.Subject != idt.Subject {
-			return Identity{}, errors.New("OIDC userinfo names another subject than the ID token")
+			return OIDCIdentity{}, errors.New("OIDC userinfo names another subject than the ID token")
 		}
 		for k, v := range more {
 			if _, ok := claims[k]; !ok {
@@ -209,8 +210,8 @@ func (c *Client) Exchange(ctx context.Context, code, verifier, nonce string) (Id
 // identity reads the user and groups from the merged claims. A groups
 // claim is a list of strings, or one string (some providers send a
 // single group so).
-func identity(claims map[string]any, userClaim, groupsClaim, sub string) Identity {
-	var id Identity
+func identity(claims map[string]any, userClaim, groupsClaim, sub string) OIDCIdentity {
+	var id OIDCIdentity
 	for _, k := range []string{userClaim, "email", "preferred_username"} {
 		if s, ok := claims[k].(string); ok && s != "" {
 			id.User = s

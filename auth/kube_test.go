@@ -1,4 +1,4 @@
-package kubeauth
+package auth
 
 import (
 	"context"
@@ -51,13 +51,13 @@ users:
 }
 
 func TestNewRefuses(t *testing.T) {
-	for name, cfg := range map[string]Config{
+	for name, cfg := range map[string]KubeConfig{
 		"plain http":     {Server: "http://x:6443", Token: "t"},
 		"no credentials": {Server: "https://x:6443"},
 		"bad CA":         {Server: "https://x:6443", Token: "t", CA: []byte("not pem")},
 	} {
 		cfg.Clusters = func(context.Context) ([]string, error) { return nil, nil }
-		if _, err := New(cfg); err == nil {
+		if _, err := NewKubeReviewer(cfg); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}

@@ -1,4 +1,4 @@
-package secret
+package auth
 
 import "testing"
 
@@ -13,7 +13,7 @@ func TestEqual(t *testing.T) {
 		{"", "", true},
 		{"", "x", false},
 	} {
-		if got := Equal(tc.a, tc.b); got != tc.want {
+		if got := EqualSecret(tc.a, tc.b); got != tc.want {
 			t.Errorf("Equal(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
@@ -25,11 +25,11 @@ func TestMatch(t *testing.T) {
 		s    string
 		want int
 	}{{"alpha", 0}, {"beta", 1}, {"gamma", -1}, {"", -1}} {
-		if got := Match(tc.s, toks); got != tc.want {
+		if got := MatchSecret(tc.s, toks); got != tc.want {
 			t.Errorf("Match(%q) = %d, want %d", tc.s, got, tc.want)
 		}
 	}
-	if got := Match("x", nil); got != -1 {
+	if got := MatchSecret("x", nil); got != -1 {
 		t.Errorf("Match over no secrets = %d, want -1", got)
 	}
 }
