@@ -17,34 +17,61 @@ import (
 // reads it (Filter.unsortedSQL); here only the keys move. A window holds
 // about windowEvents events, so this holds one window's events, as the
 // engine's sort did.
+//
+// The events lie in chunks of windowChunk bytes, kept from window to
+// window, not in one buffer: a buffer of a window's size (~60 MB) grows
+// by copying itself, and a copy that long cannot be preempted, so the
+// garbage collector's stack scan spun on it sending signals (2.3 s of
+// system time in a 9.6 s export), and each larger buffer was fresh memory
+// to fault in.
 type sortedWindow struct {
-	buf    []byte // the events, one after the other
+	chunks [][]byte // the events, one after the other; an event lies in one chunk
+	used   int      // chunks[:used] hold this window's events
 	events []heldEvent
 }
 
+// windowChunk is the size of a sortedWindow's chunks. An event longer than
+// a chunk's room grows the chunk (rare: events are ~1 KiB).
+const windowChunk = 1 << 20
+
 // heldEvent is one event of a sortedWindow: its key and where its JSON
-// lies in buf.
+// lies in the chunks.
 type heldEvent struct {
 	ts       int64 // microseconds, as the engine compares DateTime64(6)
 	key      eventKey
-	off, end int
+	chunk    int32
+	off, end int32
 }
 
 func (w *sortedWindow) reset() {
-	w.buf = w.buf[:0]
+	for i := range w.chunks[:w.used] {
+		w.chunks[i] = w.chunks[i][:0]
+	}
+	w.used = 0
 	clear(w.events) // the keys' strings
 	w.events = w.events[:0]
 }
 
+// event returns the JSON of e.
+func (w *sortedWindow) event(e *heldEvent) []byte { return w.chunks[e.chunk][e.off:e.end] }
+
 // add keeps the stored event of r, rebuilt (appendEvent).
 func (w *sortedWindow) add(r *store.Row) error {
-	off := len(w.buf)
-	var err error
-	if w.buf, err = appendEvent(w.buf, r); err != nil {
-		w.buf = w.buf[:off]
+	if w.used == 0 || cap(w.chunks[w.used-1])-len(w.chunks[w.used-1]) < windowChunk/16 {
+		if w.used == len(w.chunks) {
+			w.chunks = append(w.chunks, make([]byte, 0, windowChunk))
+		}
+		w.used++
+	}
+	c := w.used - 1
+	buf := w.chunks[c]
+	off := len(buf)
+	buf, err := appendEvent(buf, r)
+	if err != nil {
 		return err
 	}
-	w.events = append(w.events, heldEvent{ts: r.Time.UnixMicro(), key: keyOf(r), off: off, end: len(w.buf)})
+	w.chunks[c] = buf
+	w.events = append(w.events, heldEvent{ts: r.Time.UnixMicro(), key: keyOf(r), chunk: int32(c), off: int32(off), end: int32(len(buf))})
 	return nil
 }
 
@@ -117,8 +144,9 @@ func readAll(ctx context.Context, st Selecter, reads []window, o Order, fn func(
 		if res.held == nil {
 			return res.stop, res.err
 		}
-		for _, e := range res.held.events {
-			if stop = fn(e.key, res.held.buf[e.off:e.end]); stop != nil {
+		for i := range res.held.events {
+			e := &res.held.events[i]
+			if stop = fn(e.key, res.held.event(e)); stop != nil {
 				return stop, nil
 			}
 		}

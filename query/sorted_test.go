@@ -1,7 +1,10 @@
 package query
 
 import (
+	"bytes"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,10 +47,53 @@ func TestSortedWindowOrder(t *testing.T) {
 		if o == Desc {
 			slices.Reverse(want)
 		}
-		for i, e := range w.events {
-			if got, exp := string(w.buf[e.off:e.end]), string(want[i].Raw); got != exp {
+		for i := range w.events {
+			if got, exp := string(w.event(&w.events[i])), string(want[i].Raw); got != exp {
 				t.Errorf("%v: event %d is %s, want %s", o, i, got, exp)
 			}
+		}
+	}
+}
+
+// TestSortedWindowChunks: a window of more events than one chunk holds,
+// one of them longer than a chunk, gives back each event whole; filled
+// again after reset, it reuses its chunks rather than taking new ones.
+func TestSortedWindowChunks(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var rows []store.Row
+	for i := range 5000 {
+		raw := fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("x", i%977))
+		if i == 1234 {
+			raw = fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("y", windowChunk+10))
+		}
+		rows = append(rows, store.Row{Cluster: "c", AuditID: fmt.Sprintf("id-%05d", i), Stage: "ResponseComplete",
+			Time: t0.Add(time.Duration(i) * time.Millisecond), Raw: raw})
+	}
+	var w sortedWindow
+	chunks := 0
+	for round := range 2 {
+		w.reset()
+		for i := len(rows) - 1; i >= 0; i-- {
+			if err := w.add(&rows[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.sort(Asc)
+		if len(w.events) != len(rows) {
+			t.Fatalf("round %d: %d events, want %d", round, len(w.events), len(rows))
+		}
+		for i := range w.events {
+			if got := w.event(&w.events[i]); !bytes.Equal(got, rows[i].Raw) {
+				t.Fatalf("round %d: event %d is %.60s…, want %.60s…", round, i, got, rows[i].Raw)
+			}
+		}
+		if round == 0 {
+			chunks = len(w.chunks)
+			if chunks < 3 {
+				t.Fatalf("%d chunks: the test means to fill several", chunks)
+			}
+		} else if len(w.chunks) != chunks {
+			t.Errorf("filled again, the window has %d chunks, first %d", len(w.chunks), chunks)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/auditlens/auditlens/store/chdb"
 )
@@ -153,7 +154,9 @@ func (e *Embedded) Select(ctx context.Context, sql string, params Params, fn fun
 }
 
 // SelectRows implements Store. The engine writes its result as
-// RowBinaryWithNamesAndTypes, decoded as it streams (rowDecoder).
+// RowBinaryWithNamesAndTypes, decoded as it streams (rowDecoder) on a
+// goroutine of its own (decodeAhead), so the engine produces the next
+// chunk while the last one is decoded and fn works on its rows.
 // Cancellation and parameters are as for Select.
 func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error {
 	var fnErr error
@@ -164,11 +167,96 @@ func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn
 		}
 		return nil
 	}}
-	err := e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, d.write)
+	err := decodeAhead(func(take func([]byte) error) error {
+		return e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, take)
+	}, d.write)
 	if err == nil {
 		err = d.end()
 	}
 	return streamErr(sql, err, fnErr)
+}
+
+// aheadChunks is how many chunks of the engine's output decodeAhead holds
+// (the engine's chunks are ~1 MB, at most a few MB).
+const aheadChunks = 4
+
+// aheadBufSize is the least a chunk's copy is given. Copies of up to twice
+// that are kept for the next read (aheadBufs): fresh memory for every
+// chunk of every read was faulted in page by page.
+const aheadBufSize = 2 << 20
+
+var aheadBufs = make(chan []byte, 2*aheadChunks)
+
+// decodeAhead runs stream, which hands its output chunk by chunk to take
+// (each chunk valid only during the call), and calls decode with each
+// chunk in order on another goroutine, from a copy: the engine then
+// fetches and formats the next chunk while the last one is decoded. An
+// export of 800k events spent as long waiting on one as on the other
+// until they overlapped. The first error of decode cancels the stream
+// (take returns it) and is what decodeAhead returns; else the stream's.
+func decodeAhead(stream func(take func([]byte) error) error, decode func([]byte) error) error {
+	free := make(chan []byte, aheadChunks)
+	for range aheadChunks {
+		select {
+		case b := <-aheadBufs:
+			free <- b
+		default:
+			free <- nil
+		}
+	}
+	full := make(chan []byte, aheadChunks)
+	var (
+		mu     sync.Mutex
+		decErr error
+	)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for b := range full {
+			mu.Lock()
+			failed := decErr != nil
+			mu.Unlock()
+			if !failed {
+				if err := decode(b); err != nil {
+					mu.Lock()
+					decErr = err
+					mu.Unlock()
+				}
+			}
+			free <- b[:0]
+		}
+	}()
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return decErr
+	}
+	err := stream(func(chunk []byte) error {
+		b := <-free
+		if err := failed(); err != nil {
+			free <- b
+			return err
+		}
+		if cap(b) < len(chunk) {
+			b = make([]byte, 0, max(len(chunk)+len(chunk)/4, aheadBufSize))
+		}
+		full <- append(b, chunk...)
+		return nil
+	})
+	close(full)
+	<-done
+	for range aheadChunks {
+		if b := <-free; b != nil && cap(b) <= 2*aheadBufSize {
+			select {
+			case aheadBufs <- b:
+			default:
+			}
+		}
+	}
+	if err := failed(); err != nil {
+		return err
+	}
+	return err
 }
 
 // streamErr is what a streaming read returns for the engine's err: nil,
