@@ -36,7 +36,7 @@ type ImportConfig struct {
 	APIServer string
 	// Stdin is read for the file named "-" (default os.Stdin).
 	Stdin io.Reader
-	// BatchRows is the number of rows per insert (default 50000).
+	// BatchRows is the number of rows per insert (default DefaultBatchRows).
 	BatchRows int
 	// OnProgress, when set, is called about every 200ms and once at the end.
 	OnProgress func(ImportProgress)
@@ -141,7 +141,7 @@ func ExpandPaths(paths []string) ([]string, error) {
 // is the baseline the import benchmark compares against.
 func Import(ctx context.Context, w *Writer, files []string, cfg ImportConfig) (ImportStats, error) {
 	if cfg.BatchRows <= 0 {
-		cfg.BatchRows = 50000
+		cfg.BatchRows = DefaultBatchRows
 	}
 	if cfg.MaxRejectsShown <= 0 {
 		cfg.MaxRejectsShown = 20

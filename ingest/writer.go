@@ -21,8 +21,8 @@ type Store interface {
 
 // WriterConfig configures a Writer.
 type WriterConfig struct {
-	// MaxRows is the largest insert (default 50000). ClickHouse wants few,
-	// large inserts: about one per second per table.
+	// MaxRows is the largest insert (default DefaultBatchRows). ClickHouse
+	// wants few, large inserts: about one per second per table.
 	MaxRows int
 	// MaxWait is how long the spool consumer waits to fill a batch once it
 	// has some rows (default 1s).
@@ -48,9 +48,14 @@ type WriterConfig struct {
 	Metrics     *Metrics
 }
 
+// DefaultBatchRows is the largest insert of the writer and of an import,
+// unless set (serve's and import's --batch-rows): ClickHouse wants few,
+// large inserts, and 50,000 events are ~50 MB of JSON.
+const DefaultBatchRows = 50000
+
 func (c *WriterConfig) setDefaults() {
 	if c.MaxRows <= 0 {
-		c.MaxRows = 50000
+		c.MaxRows = DefaultBatchRows
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Second

@@ -39,9 +39,9 @@ type Config struct {
 	// QueryLimits bound jq programs run by /api/v1/events.
 	QueryLimits query.Limits
 	// MaxConcurrentJQ bounds the jq queries (each a worker process) running
-	// at once (default 4).
+	// at once (default DefaultMaxConcurrentJQ).
 	MaxConcurrentJQ int
-	// QueryTimeout bounds one API query (default 60s).
+	// QueryTimeout bounds one API query (default DefaultQueryTimeout).
 	QueryTimeout time.Duration
 	// APITokens, when not empty, are the bearer tokens the read API
 	// accepts, each with the clusters it may read. The webhook has its
@@ -72,6 +72,12 @@ type Config struct {
 	Info string
 }
 
+// The defaults of Config's bounds (serve's flags default to them too).
+const (
+	DefaultQueryTimeout    = 60 * time.Second
+	DefaultMaxConcurrentJQ = 4
+)
+
 // NewRouter returns the HTTP handler for serve.
 func NewRouter(cfg Config) http.Handler {
 	if cfg.Logger == nil {
@@ -81,7 +87,7 @@ func NewRouter(cfg Config) http.Handler {
 		cfg.Now = time.Now
 	}
 	if cfg.QueryTimeout <= 0 {
-		cfg.QueryTimeout = 60 * time.Second
+		cfg.QueryTimeout = DefaultQueryTimeout
 	}
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
@@ -93,7 +99,7 @@ func NewRouter(cfg Config) http.Handler {
 	_ = r.SetTrustedProxies(nil)
 	r.Use(gin.Recovery())
 	if cfg.MaxConcurrentJQ <= 0 {
-		cfg.MaxConcurrentJQ = 4
+		cfg.MaxConcurrentJQ = DefaultMaxConcurrentJQ
 	}
 	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now), signInFailures: newFailureLimiter(cfg.Now)}
 	for _, t := range cfg.APITokens {

@@ -40,7 +40,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sf.register(fs, "chdb://./data/clickhouse")
 	cluster := fs.String("cluster", "", "cluster name to tag the events with; overrides the one a cloud envelope names (AKS resourceId, EKS logGroup, GKE cluster_name). Required for the apiserver's own log format")
 	apiserver := fs.String("apiserver", "", "name of the kube-apiserver that wrote the files, on a control plane that runs several (each writes its own log); overrides the one a cloud envelope names (AKS pod, EKS logStream)")
-	batch := fs.Int("batch-rows", 50000, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
+	batch := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
