@@ -138,11 +138,16 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // outputFile is an export's -o file: written under a temporary name in
 // the same directory and renamed when complete, so that a failed or
-// interrupted export leaves no file that looks whole.
+// interrupted export leaves no file that looks whole. A path that is
+// there and is not a regular file (/dev/null, a named pipe, a terminal)
+// is written in place, as a shell redirect would: renaming over it would
+// replace the device with a file, which for /dev/null breaks every
+// program on the machine that reads it.
 type outputFile struct {
-	f    *os.File
-	path string
-	done bool
+	f      *os.File
+	path   string
+	direct bool // written in place: nothing to sync, rename or remove
+	done   bool
 }
 
 func createOutput(path string) (*outputFile, error) {
@@ -152,6 +157,12 @@ func createOutput(path string) (*outputFile, error) {
 	}
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%w: -o %s is a directory: name a file", errUsage, path)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return nil, fmt.Errorf("opening %s for the export: %w", path, err)
+		}
+		return &outputFile{f: f, path: path, direct: true}, nil
 	}
 	// Not os.CreateTemp, whose 0600 would outlive the rename: the file
 	// gets the mode a shell redirect would give it (0666 less the umask).
@@ -165,6 +176,13 @@ func createOutput(path string) (*outputFile, error) {
 
 // commit makes the file durable and gives it its name.
 func (o *outputFile) commit() error {
+	if o.direct {
+		o.done = true
+		if err := o.f.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", o.path, err)
+		}
+		return nil
+	}
 	if err := o.f.Sync(); err != nil {
 		return fmt.Errorf("writing %s: %w", o.path, err)
 	}
@@ -184,7 +202,9 @@ func (o *outputFile) abort() {
 		return
 	}
 	o.f.Close()
-	os.Remove(o.f.Name())
+	if !o.direct {
+		os.Remove(o.f.Name())
+	}
 }
 
 // countingWriter counts the bytes and newlines written through it, for the
