@@ -84,8 +84,8 @@ func (s *server) authenticated(c *gin.Context) (auth.Principal, string, error) {
 		return p, "bearer", nil
 	}
 	if id, err := c.Cookie(sessionCookie); err == nil {
-		if se, ok := s.sessions.get(id); ok {
-			return se.who, "cookie", nil
+		if se, ok := s.sessions.Get(id); ok {
+			return se.Who, "cookie", nil
 		}
 	}
 	return auth.Principal{}, "", errNoCredentials

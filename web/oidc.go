@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"html/template"
 	"net/http"
@@ -15,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/auditlens/auditlens/auth"
+	"github.com/auditlens/auditlens/internal/expiring"
 )
 
 // Browser sign-in with OpenID Connect. GET /auth/oidc/login sends the
@@ -79,7 +78,7 @@ func (f *oidcFlows) start(state string, fl oidcFlow) {
 	fl.expires = now.Add(oidcFlowTTL)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	makeRoom(f.byState, maxOIDCFlows, now, func(v oidcFlow) time.Time { return v.expires })
+	expiring.MakeRoom(f.byState, maxOIDCFlows, now, func(v oidcFlow) time.Time { return v.expires })
 	f.byState[state] = fl
 }
 
@@ -93,14 +92,6 @@ func (f *oidcFlows) take(state string) (oidcFlow, bool) {
 		return oidcFlow{}, false
 	}
 	return fl, true
-}
-
-func randomToken() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
 // localPath keeps a return path on this server: an absolute path that
@@ -130,14 +121,14 @@ func (s *server) secureCookie(r *http.Request) bool {
 
 func (s *server) oidcLogin(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
-	state, err := randomToken()
+	state, err := auth.RandomToken()
 	if err != nil {
 		s.authPage(c, http.StatusInternalServerError, "Sign-in failed", err.Error(), "")
 		return
 	}
 	fl := oidcFlow{returnTo: localPath(c.Query("return"))}
-	if fl.verifier, err = randomToken(); err == nil {
-		fl.nonce, err = randomToken()
+	if fl.verifier, err = auth.RandomToken(); err == nil {
+		fl.nonce, err = auth.RandomToken()
 	}
 	if err != nil {
 		s.authPage(c, http.StatusInternalServerError, "Sign-in failed", err.Error(), "")
@@ -209,7 +200,7 @@ func (s *server) oidcCallback(c *gin.Context) {
 			"None of your groups ("+groups+") may read a cluster here. Ask whoever runs auditlens to map one of them to a cluster (serve --oidc-group GROUP=CLUSTER).", id.User)
 		return
 	}
-	sid, err := s.sessions.create(p, id.User)
+	sid, err := s.sessions.Create(p, id.User)
 	if err != nil {
 		s.authPage(c, http.StatusInternalServerError, "Sign-in failed", err.Error(), "")
 		return

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/auditlens/auditlens/internal/expiring"
 )
 
 // Failed sign-ins are bounded per client address, so that a hand-picked
@@ -93,7 +95,7 @@ func (l *failureLimiter) fail(r *http.Request) {
 	}
 	f.n++
 	if !ok {
-		makeRoom(l.by, maxLimited, now, func(v failures) time.Time { return v.first.Add(l.span) })
+		expiring.MakeRoom(l.by, maxLimited, now, func(v failures) time.Time { return v.first.Add(l.span) })
 	}
 	l.by[p] = f
 }

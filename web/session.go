@@ -1,7 +1,6 @@
 package web
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,12 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/auditlens/auditlens/auth"
 )
 
 // Browser sign-in. A browser cannot attach a bearer token to the links it
@@ -31,71 +26,8 @@ import (
 // image cannot send one without a CORS preflight, which this server never
 // answers) and refuses an Origin other than its own.
 
-const (
-	sessionCookie = "auditlens_session"
-	// DefaultSessionTTL is how long a browser stays signed in.
-	DefaultSessionTTL = 12 * time.Hour
-	// maxSessions bounds the sessions kept; signing in past it drops the
-	// oldest.
-	maxSessions = 10000
-)
-
-type sessions struct {
-	mu   sync.Mutex
-	byID map[[sha256.Size]byte]session // by the digest of the cookie
-	ttl  time.Duration
-	now  func() time.Time
-}
-
-type session struct {
-	expires time.Time
-	who     auth.Principal
-	user    string // the provider's name of the user (OIDC); empty for a token
-}
-
-func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	if ttl <= 0 {
-		ttl = DefaultSessionTTL
-	}
-	return &sessions{byID: map[[sha256.Size]byte]session{}, ttl: ttl, now: now}
-}
-
-// create starts a session of p (signed in as user, when known) and
-// returns its cookie value.
-func (s *sessions) create(p auth.Principal, user string) (string, error) {
-	id, err := randomToken()
-	if err != nil {
-		return "", err
-	}
-	now := s.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	makeRoom(s.byID, maxSessions, now, func(se session) time.Time { return se.expires })
-	s.byID[sha256.Sum256([]byte(id))] = session{expires: now.Add(s.ttl), who: p, user: user}
-	return id, nil
-}
-
-// get returns the live session a cookie value names.
-func (s *sessions) get(id string) (session, bool) {
-	if id == "" {
-		return session{}, false
-	}
-	k := sha256.Sum256([]byte(id))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	se, ok := s.byID[k]
-	if ok && !s.now().Before(se.expires) {
-		delete(s.byID, k)
-		return session{}, false
-	}
-	return se, ok
-}
-
-func (s *sessions) end(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, sha256.Sum256([]byte(id)))
-}
+// sessionCookie names the cookie that carries an auth.Sessions ID.
+const sessionCookie = "auditlens_session"
 
 type sessionState struct {
 	// Auth is "none" (the read API is open) or "token".
@@ -155,8 +87,8 @@ func (s *server) userOf(c *gin.Context, via string) string {
 	switch via {
 	case "cookie":
 		id, _ := c.Cookie(sessionCookie)
-		se, _ := s.sessions.get(id)
-		return se.user
+		se, _ := s.sessions.Get(id)
+		return se.User
 	case "proxy":
 		_, user, _ := s.cfg.Proxy.Identify(c.Request)
 		return user
@@ -167,7 +99,7 @@ func (s *server) userOf(c *gin.Context, via string) string {
 // setSessionCookie gives the browser its session.
 func (s *server) setSessionCookie(c *gin.Context, id string) {
 	http.SetCookie(c.Writer, &http.Cookie{
-		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(s.sessions.ttl.Seconds()),
+		Name: sessionCookie, Value: id, Path: "/", MaxAge: int(s.sessions.TTL().Seconds()),
 		HttpOnly: true, Secure: s.secureCookie(c.Request), SameSite: http.SameSiteStrictMode,
 	})
 }
@@ -227,7 +159,7 @@ func (s *server) signIn(c *gin.Context) {
 		s.fail(c, ae.code, ae.err)
 		return
 	}
-	id, err := s.sessions.create(p, "")
+	id, err := s.sessions.Create(p, "")
 	if err != nil {
 		s.fail(c, http.StatusInternalServerError, err)
 		return
@@ -241,7 +173,7 @@ func (s *server) signIn(c *gin.Context) {
 // signOut ends the session and clears its cookie.
 func (s *server) signOut(c *gin.Context) {
 	if id, err := c.Cookie(sessionCookie); err == nil {
-		s.sessions.end(id)
+		s.sessions.End(id)
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/", MaxAge: -1,

@@ -134,24 +134,3 @@ func TestSessionsOpenAPI(t *testing.T) {
 		t.Errorf("reports on an open API: %d", rec.Code)
 	}
 }
-
-func TestSessionsBounded(t *testing.T) {
-	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
-	s := newSessions(time.Hour, func() time.Time { return now })
-	first, err := s.create(auth.EveryCluster, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for range maxSessions {
-		now = now.Add(time.Millisecond)
-		if _, err := s.create(auth.EveryCluster, ""); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if len(s.byID) != maxSessions {
-		t.Errorf("%d sessions kept, want %d", len(s.byID), maxSessions)
-	}
-	if _, ok := s.get(first); ok {
-		t.Error("the oldest session survived the bound")
-	}
-}

@@ -60,7 +60,7 @@ type Config struct {
 	// always are.
 	SecureCookies bool
 	// SessionTTL is how long a browser that signed in stays signed in
-	// (default DefaultSessionTTL).
+	// (default auth.DefaultSessionTTL).
 	SessionTTL time.Duration
 	// Ready says, for /readyz, why serve is not ready, or nil when it is;
 	// a nil Ready is always ready.
@@ -101,7 +101,7 @@ func NewRouter(cfg Config) http.Handler {
 	if cfg.MaxConcurrentJQ <= 0 {
 		cfg.MaxConcurrentJQ = DefaultMaxConcurrentJQ
 	}
-	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: newSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now), signInFailures: newFailureLimiter(cfg.Now)}
+	s := &server{cfg: cfg, jqSlots: make(chan struct{}, cfg.MaxConcurrentJQ), sessions: auth.NewSessions(cfg.SessionTTL, cfg.Now), oidc: newOIDCFlows(cfg.Now), signInFailures: newFailureLimiter(cfg.Now)}
 	for _, t := range cfg.APITokens {
 		s.tokens = append(s.tokens, t.Token)
 	}
@@ -161,7 +161,7 @@ func NewRouter(cfg Config) http.Handler {
 type server struct {
 	cfg      Config
 	jqSlots  chan struct{}
-	sessions *sessions
+	sessions *auth.Sessions
 	oidc     *oidcFlows
 	// signInFailures bounds failed token sign-ins per client address.
 	signInFailures *failureLimiter
