@@ -339,6 +339,17 @@ func TestEmbeddedOpenErrors(t *testing.T) {
 	}
 }
 
+// TestChdbURL: a path with the characters a URL gives meaning to comes
+// back from its URL as it was.
+func TestChdbURL(t *testing.T) {
+	for _, dir := range []string{"/var/lib/auditlens", "/tmp/x#y/engine", "/tmp/a?b=c/d", "/tmp/100%/e", "/tmp/my data", "/tmp/ü/ß"} {
+		got, err := chdbDataPath(ChdbURL(dir))
+		if err != nil || got != dir {
+			t.Errorf("ChdbURL(%q) = %q, read back as %q, %v", dir, ChdbURL(dir), got, err)
+		}
+	}
+}
+
 func TestOpenURL(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {

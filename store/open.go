@@ -122,6 +122,13 @@ func withoutCluster(rawURL string) (string, error) {
 	return u.String(), nil
 }
 
+// ChdbURL is the store URL of the embedded engine's data at the absolute
+// path dir, its characters escaped: a directory named with "#", "?" or
+// "%" (a scan's --tmp) is a path, not a fragment or a query.
+func ChdbURL(dir string) string {
+	return (&url.URL{Scheme: "chdb", Path: filepath.ToSlash(dir)}).String()
+}
+
 // chdbDataPath returns the absolute data directory a chdb:// URL names:
 // chdb:///abs/path, or chdb://./rel/path (also chdb://../rel/path)
 // relative to the working directory.

@@ -26,7 +26,7 @@ import (
 // does, whose rejects say what is wrong.
 func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, cluster string, clusterSet bool, chdbLib string, engine bool, spillAbove int64, onFile func(i, n int, path string), log *slog.Logger) (store.Store, ingest.ImportStats, error) {
 	open := func(sub string) (store.Store, error) {
-		st, err := store.Open(ctx, "chdb://"+filepath.Join(dir, sub), store.Options{ChdbLib: chdbLib, Logger: log})
+		st, err := store.Open(ctx, store.ChdbURL(filepath.Join(dir, sub)), store.Options{ChdbLib: chdbLib, Logger: log})
 		if err != nil {
 			return nil, err
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/auditlens/auditlens/internal/health"
 	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
+	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/web"
 )
 
@@ -174,7 +175,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		}
-		sf.url = "chdb://" + abs
+		sf.url = store.ChdbURL(abs)
 	}
 
 	st, err := sf.open(ctx, log)
