@@ -56,6 +56,14 @@ type HeartbeatLossConfig struct {
 	// Leases) it is 15 min.
 	IntervalFactor float64
 	Floor          time.Duration
+	// SilenceMin: a stretch in which the cluster's audit feed holds no
+	// event at all explains a node's missing heartbeats when it lasts at
+	// least the node's median interval and SilenceMin (default 5s): for
+	// that long nobody was served, so the node could not have been either.
+	// A gap whose part outside such silences is shorter than the node's
+	// threshold is the feed's (an apiserver restart of 20 s after a node's
+	// last heartbeat 9 s before it), not the node's.
+	SilenceMin time.Duration
 	// Settle: a node not back by the end of the feed is lost only when the
 	// feed reaches this far past its threshold (default 1m): webhook
 	// batches wait up to 30 s, and the apiservers of an HA control plane
@@ -128,6 +136,9 @@ func (c *HeartbeatLossConfig) setDefaults() {
 	}
 	if c.Floor <= 0 {
 		c.Floor = 30 * time.Second
+	}
+	if c.SilenceMin <= 0 {
+		c.SilenceMin = 5 * time.Second
 	}
 	if c.Settle <= 0 {
 		c.Settle = time.Minute

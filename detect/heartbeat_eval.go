@@ -248,12 +248,18 @@ func (e *hbEval) splitFeedSilence(ctx context.Context, cluster string, losses []
 		return nil, nil, nil
 	}
 	head := e.heads[cluster]
-	from, until := losses[0].From, int64(0)
+	// A silence counts for a node when it lasts at least the node's
+	// interval (and SilenceMin): shorter ones are the quiet of a small
+	// cluster between heartbeats.
+	least := func(l *hbLoss) int64 { return max(l.Interval, usIn(e.d.cfg.SilenceMin)) }
+	from, until, shortest := losses[0].From, int64(0), least(losses[0])
 	for _, l := range losses {
 		from = min(from, l.From)
 		until = max(until, l.end(head))
+		shortest = min(shortest, least(l))
 	}
-	sil, err := e.d.selectSilences(ctx, e.q, Window{Since: micros(from), Until: micros(until).Add(time.Microsecond), Clusters: []string{cluster}})
+	sil, err := e.d.selectSilences(ctx, e.q, Window{Since: micros(from), Until: micros(until).Add(time.Microsecond), Clusters: []string{cluster}},
+		time.Duration(shortest)*time.Microsecond)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -262,7 +268,7 @@ func (e *hbEval) splitFeedSilence(ctx context.Context, cluster string, losses []
 		covered, best := int64(0), int64(0)
 		for _, s := range sil[cluster] {
 			o := min(hi, s[1]) - max(lo, s[0])
-			if o <= 0 {
+			if o <= 0 || s[1]-s[0] < least(l) {
 				continue
 			}
 			covered += o

@@ -138,8 +138,10 @@ FROM (
     GROUP BY cluster
 )`
 
-func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window) (map[string][][2]int64, error) {
-	p := store.Params{"min": strconv.FormatInt(int64(d.cfg.Floor.Seconds()), 10)}
+// selectSilences returns the silences of at least min (whole seconds
+// without an event) per cluster.
+func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window, min time.Duration) (map[string][][2]int64, error) {
+	p := store.Params{"min": strconv.FormatInt(max(int64(min/time.Second), 1), 10)}
 	out := map[string][][2]int64{}
 	err := selectRows(ctx, q, "audit feed silences", strings.Replace(silencesSQL, "%WINDOW%", windowParams(w, p), 1), p,
 		func(r struct {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -86,6 +87,9 @@ type restoreStory struct {
 	// liar: one client asks to watch from a made-up resourceVersion far
 	// above the head, again and again.
 	liar bool
+	// down bounds how long the apiservers are down at the real scale
+	// (default 40–90 s; 4–12 s compressed).
+	down [2]time.Duration
 }
 
 var restoreScenarios = []Scenario{
@@ -162,12 +166,14 @@ var restoreScenarios = []Scenario{
 	},
 	{
 		Name: "apiserver-restart",
-		Doc: "The apiserver restarts (down for a minute) with etcd untouched: watches end, clients re-watch from the " +
-			"resourceVersions they hold (some too old: a short watch and a relist), Lease updates go on. Expect no " +
-			"rv-rollback finding.",
+		Doc: "The apiserver restarts (down for 15–35 s) with etcd untouched: watches end, clients re-watch from the " +
+			"resourceVersions they hold (some too old: a short watch and a relist), Lease updates go on. A kubelet that " +
+			"last renewed just before the stop goes longer than 30 s without a renewal. Expect no rv-rollback finding, " +
+			"and at most an information audit-feed gap from heartbeat-loss (when a kubelet went over 30 s), never a wave.",
 		version: "v1.37.2", commit: "abc1234", bookmarks: true,
 		build: func(s *sim) {
-			buildRestore(s, restoreStory{nodes: 5, restart: true, full: true, rate: [2]float64{40, 4}})
+			buildRestore(s, restoreStory{nodes: 5, restart: true, full: true, rate: [2]float64{40, 4},
+				down: [2]time.Duration{15 * time.Second, 35 * time.Second}})
 		},
 	},
 	{
@@ -377,7 +383,11 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 	if st.idle {
 		post *= 2
 	}
-	downtime := s.between(40*time.Second, 90*time.Second)
+	down := st.down
+	if down[1] == 0 {
+		down = [2]time.Duration{40 * time.Second, 90 * time.Second}
+	}
+	downtime := s.between(down[0], down[1])
 	if si == 1 {
 		downtime = s.between(4*time.Second, 12*time.Second)
 	}
@@ -385,13 +395,6 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 		r.tl.down = s.at(pre)
 		r.tl.up = r.tl.down.Add(downtime).Truncate(time.Millisecond)
 		s.end = r.tl.up.Add(post)
-		// Nothing at all is logged while the apiservers are down. Longer
-		// than the 30 s in which a kubelet's missed renewals make it lost,
-		// that silence is what heartbeat-loss reports as an audit-feed gap
-		// (information), never as a wave.
-		if downtime > 30*time.Second && st.nodes > 0 {
-			s.want.HeartbeatWaves = append(s.want.HeartbeatWaves, HeartbeatWave{FeedGap: true, Start: r.tl.down, Until: r.tl.up})
-		}
 	} else {
 		s.end = s.at(pre + post)
 	}
@@ -422,6 +425,14 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 		r.leases(s.scheduler(), "kube-system", "kube-scheduler", 2*time.Second, "kube-scheduler")
 	}
 	r.writes()
+	// Nothing at all is logged while the apiservers are down. When a
+	// kubelet's renewals stop for more than the 30 s that make it lost
+	// (its last before the stop, up to 10 s earlier, to its first after),
+	// heartbeat-loss reports that silence as an audit-feed gap
+	// (information), never as a wave; a shorter stop is nothing.
+	if !r.tl.down.IsZero() && !st.idle && r.longestNodeGap() > 30*time.Second {
+		s.want.HeartbeatWaves = append(s.want.HeartbeatWaves, HeartbeatWave{FeedGap: true, Start: r.tl.down, Until: r.tl.up})
+	}
 
 	// Reflectors.
 	type refl struct {
@@ -483,6 +494,32 @@ func runRestore(s *sim, st restoreStory, plan *[2]map[writeKey]int64) *timeline 
 		s.want.Restores = append(s.want.Restores, rs)
 	}
 	return r.tl
+}
+
+// longestNodeGap is the longest any kubelet went without a heartbeat
+// across the apiservers' stop: from its last before the stop to its first
+// after.
+func (r *restoreSim) longestNodeGap() time.Duration {
+	last, first := map[string]time.Time{}, map[string]time.Time{}
+	for _, e := range r.sim.events {
+		if e.Stage != auditv1.StageRequestReceived || !isHeartbeat(e) || !strings.HasPrefix(e.User.Username, "system:node:") {
+			continue
+		}
+		t, u := e.RequestReceivedTimestamp.Time, e.User.Username
+		switch {
+		case t.Before(r.tl.down):
+			last[u] = later(last[u], t)
+		case !t.Before(r.tl.up) && (first[u].IsZero() || t.Before(first[u])):
+			first[u] = t
+		}
+	}
+	var longest time.Duration
+	for u, l := range last {
+		if f, ok := first[u]; ok {
+			longest = max(longest, f.Sub(l))
+		}
+	}
+	return longest
 }
 
 func sortedSet(m map[string]bool) []string {
