@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,22 +93,20 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// LoadFile reads the alerts section of a configuration file. A file
-// without one gives an empty Config (no routes). Errors name the file and
-// the line at fault.
-func LoadFile(path string) (Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("reading alerts config: %w", err)
+// Decode reads the alerts section, the value of the configuration file's
+// alerts key (package config reads the file). Unknown keys and bad values
+// are errors that say on which line they are.
+func Decode(n *yaml.Node) (Config, error) {
+	var c Config
+	if n == nil || n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return c, nil
 	}
-	c, err := Parse(b)
-	if err != nil {
-		return Config{}, fmt.Errorf("alerts config %s: %w", path, err)
-	}
-	return c, nil
+	err := c.decode(n)
+	return c, err
 }
 
-// Parse reads the alerts section of a configuration document. Unknown
+// Parse reads the alerts section of a whole configuration document (its
+// tests and fuzzing; the service reads the file with package config). Unknown
 // keys and bad values are errors that say on which line they are.
 func Parse(b []byte) (Config, error) {
 	var doc yaml.Node
@@ -122,7 +119,7 @@ func Parse(b []byte) (Config, error) {
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return c, nil // report.LoadFile says what is wrong with it
+		return c, nil // config.Parse says what is wrong with it
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value == "alerts" {

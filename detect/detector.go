@@ -60,8 +60,7 @@ type Merger interface {
 
 // Default returns every detector with its default parameters.
 func Default() []Detector {
-	return []Detector{NewWatchLoop(WatchLoopConfig{}), NewRegression(RegressionConfig{}), NewHeartbeatLoss(HeartbeatLossConfig{}),
-		NewRVRollback(RVRollbackConfig{}), NewRelistLoop(RelistLoopConfig{}), NewRelistHerd(RelistHerdConfig{})}
+	return Config{}.Detectors()
 }
 
 // mergeWith merges with the detector's own Merge when it has one.

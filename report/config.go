@@ -2,7 +2,6 @@ package report
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -13,16 +12,17 @@ import (
 	"github.com/auditlens/auditlens/detect"
 )
 
-// File is the reports configuration file (YAML, serve --config):
+// The reports section of the configuration file (package config reads
+// the file; ParseSpecs decodes this section):
 //
 //	reports:
 //	- name: daily
 //	  schedule: "0 6 * * *"      # cron: minute hour day-of-month month day-of-week
-//	  timeZone: Europe/Berlin    # default UTC
+//	  time_zone: Europe/Berlin   # default UTC
 //	  window: 24h
 //	  clusters: [prod]           # default all
 //	  detectors: [watch-loop]    # default all
-//	  minSeverity: warning       # default info
+//	  min_severity: warning      # default info
 //	  outputs:
 //	    dir: /var/lib/auditlens/reports
 //	    formats: [html, md, json]  # default all three
@@ -31,26 +31,20 @@ import (
 //	      slack: true            # Slack-compatible body instead of the report's JSON
 //	      retries: 3
 //	      backoff: 2s
-type File struct {
-	Reports []Spec `json:"reports"`
-	// Alerts is the alerts section of the same file, read and checked by
-	// package alert (alert.LoadFile); reports only let it be.
-	Alerts any `json:"alerts,omitempty"`
-}
 
 // Spec is one scheduled report.
 type Spec struct {
 	Name        string          `json:"name"`
 	Schedule    string          `json:"schedule"`
-	TimeZone    string          `json:"timeZone,omitempty"`
+	TimeZone    string          `json:"time_zone,omitempty"`
 	Window      Duration        `json:"window,omitempty"`
 	Clusters    []string        `json:"clusters,omitempty"`
 	Detectors   []string        `json:"detectors,omitempty"`
-	MinSeverity detect.Severity `json:"minSeverity,omitempty"`
+	MinSeverity detect.Severity `json:"min_severity,omitempty"`
 	TopN        int             `json:"top,omitempty"`
-	GapAfter    Duration        `json:"gapAfter,omitempty"`
+	GapAfter    Duration        `json:"gap_after,omitempty"`
 	// FeedLookback: see Config.FeedLookback.
-	FeedLookback Duration `json:"feedLookback,omitempty"`
+	FeedLookback Duration `json:"feed_lookback,omitempty"`
 	Outputs      Outputs  `json:"outputs"`
 }
 
@@ -63,27 +57,24 @@ type Outputs struct {
 	Webhooks []Webhook `json:"webhooks,omitempty"`
 }
 
-// LoadFile reads and validates a reports configuration file. Unknown keys
-// are errors, so a misspelt setting is not silently ignored.
-func LoadFile(path string) (File, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return File{}, fmt.Errorf("reading reports config: %w", err)
+// ParseSpecs decodes and validates the reports section: a YAML list of
+// Specs. Unknown keys are errors, so a misspelt setting is not silently
+// ignored.
+func ParseSpecs(section []byte) ([]Spec, error) {
+	var specs []Spec
+	if err := yaml.UnmarshalStrict(section, &specs); err != nil {
+		return nil, err
 	}
-	var f File
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return File{}, fmt.Errorf("parsing reports config %s: %w", path, err)
+	if err := validateSpecs(specs); err != nil {
+		return nil, err
 	}
-	if err := f.Validate(); err != nil {
-		return File{}, fmt.Errorf("reports config %s: %w", path, err)
-	}
-	return f, nil
+	return specs, nil
 }
 
-// Validate checks every report of the file.
-func (f File) Validate() error {
+// validateSpecs checks every report.
+func validateSpecs(specs []Spec) error {
 	seen := map[string]bool{}
-	for i, s := range f.Reports {
+	for i, s := range specs {
 		if s.Name == "" {
 			return fmt.Errorf("report %d has no name", i+1)
 		}

@@ -45,7 +45,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.Store == nil || cfg.Findings == nil {
 		return nil, errors.New("report scheduler: a store and a findings source are required")
 	}
-	if err := (File{Reports: cfg.Reports}).Validate(); err != nil {
+	if err := validateSpecs(cfg.Reports); err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {

@@ -177,23 +177,14 @@ func TestScheduler(t *testing.T) {
 	}
 }
 
-func TestLoadFile(t *testing.T) {
-	dir := t.TempDir()
-	write := func(text string) string {
-		p := filepath.Join(dir, "reports.yaml")
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	f, err := LoadFile(write(`
-reports:
+func TestParseSpecs(t *testing.T) {
+	specs, err := ParseSpecs([]byte(`
 - name: daily
   schedule: "0 6 * * *"
-  timeZone: Europe/Berlin
+  time_zone: Europe/Berlin
   window: 24h
   clusters: [prod]
-  minSeverity: warning
+  min_severity: warning
   outputs:
     dir: /tmp/reports
     formats: [html, md]
@@ -202,31 +193,27 @@ reports:
       slack: true
       retries: 5
       backoff: 1s
-alerts:   # package alert's; reports let it be
-  routes:
-  - name: oncall
-    alertmanager: {url: http://alertmanager:9093}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Reports[0]
-	if s.Window != Duration(24*time.Hour) || s.MinSeverity != detect.Warning || !s.Outputs.Webhooks[0].Slack ||
+	s := specs[0]
+	if s.TimeZone != "Europe/Berlin" || s.Window != Duration(24*time.Hour) || s.MinSeverity != detect.Warning || !s.Outputs.Webhooks[0].Slack ||
 		s.Outputs.Webhooks[0].Backoff != Duration(time.Second) || s.Outputs.Webhooks[0].Retries != 5 {
 		t.Errorf("loaded %+v", s)
 	}
 	for _, bad := range []string{
-		"reports:\n- name: a\n  schedule: '0 6 * *'\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n  timeZone: Mars/Olympus\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n  window: 5m\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n  outputs: {formats: [pdf]}\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n  outputs: {webhooks: [{url: 'ftp://x'}]}\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n  shedule: typo\n",
-		"reports:\n- name: a\n  schedule: '0 6 * * *'\n- name: a\n  schedule: '0 7 * * *'\n",
-		"reports:\n- schedule: '0 6 * * *'\n",
+		"- name: a\n  schedule: '0 6 * *'\n",
+		"- name: a\n  schedule: '0 6 * * *'\n  time_zone: Mars/Olympus\n",
+		"- name: a\n  schedule: '0 6 * * *'\n  window: 5m\n",
+		"- name: a\n  schedule: '0 6 * * *'\n  outputs: {formats: [pdf]}\n",
+		"- name: a\n  schedule: '0 6 * * *'\n  outputs: {webhooks: [{url: 'ftp://x'}]}\n",
+		"- name: a\n  schedule: '0 6 * * *'\n  shedule: typo\n",
+		"- name: a\n  schedule: '0 6 * * *'\n- name: a\n  schedule: '0 7 * * *'\n",
+		"- schedule: '0 6 * * *'\n",
 	} {
-		if _, err := LoadFile(write(bad)); err == nil {
-			t.Errorf("LoadFile accepted\n%s", bad)
+		if _, err := ParseSpecs([]byte(bad)); err == nil {
+			t.Errorf("ParseSpecs accepted\n%s", bad)
 		}
 	}
 }

@@ -12,19 +12,6 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// loadAlerts reads the alerts: section of serve's --config; no file means
-// no routes (the active-findings gauge is still kept).
-func loadAlerts(path string) (alert.Config, error) {
-	if path == "" {
-		return alert.Config{}, nil
-	}
-	c, err := alert.LoadFile(path)
-	if err != nil {
-		return alert.Config{}, fmt.Errorf("%w: --config: %v", errUsage, err)
-	}
-	return c, nil
-}
-
 // startAlerts runs the notifier in the background; the returned function
 // stops it and waits (call it before closing the store).
 // statePath keeps what was sent across restarts ("" for none).

@@ -3,6 +3,8 @@ package main
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/auditlens/auditlens/config"
 )
 
 // TestDeployReportsConfigs loads the reports configuration each Kubernetes
@@ -16,11 +18,14 @@ func TestDeployReportsConfigs(t *testing.T) {
 		t.Fatalf("no deploy/kubernetes/overlays/*/reports.yaml (%v)", err)
 	}
 	for _, f := range files {
-		specs, err := loadReports(f)
+		cfg, warnings, err := config.Load(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
-		} else if len(specs) == 0 {
+		} else if len(cfg.Reports) == 0 {
 			t.Errorf("%s defines no report", f)
+		}
+		if len(warnings) > 0 {
+			t.Errorf("%s: %v", f, warnings)
 		}
 	}
 }

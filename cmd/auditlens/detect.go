@@ -27,6 +27,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		all = append(all, d.Name())
 	}
 	detectors := fs.String("detector", "", "only these detectors (comma-separated; default all: "+strings.Join(all, ", ")+")")
+	configFile := configFlag(fs)
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -44,10 +45,14 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	w.Clusters = splitList(*clusters)
 	names := splitList(*detectors)
-	if _, err := selectDetectors(names); err != nil {
+	if _, err := selectDetectors(detect.Config{}, names); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*configFile, log)
 	if err != nil {
 		return err
 	}
@@ -56,7 +61,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer st.Close()
-	res, err := detectOnce(ctx, st, w, names, log)
+	res, err := detectOnce(ctx, st, w, names, cfg.Detectors, log)
 	if rerr := detect.Render(stdout, *format, res.Findings); err == nil {
 		err = rerr
 	}

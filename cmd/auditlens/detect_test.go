@@ -75,6 +75,15 @@ func TestScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	genScenarioLog(t, dir, "healthy-controller-manager", "--scale", "real", "--out", filepath.Join(healthy, "healthy.log.gz"))
+	// Detector parameters from --config: a loop needs 1000 restarts.
+	strict := filepath.Join(dir, "strict.yaml")
+	if err := os.WriteFile(strict, []byte("detectors:\n  watch-loop:\n    min_restarts: 1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("detectors:\n  watch-loop:\n    min_restart: 1000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
@@ -97,6 +106,9 @@ func TestScan(t *testing.T) {
 				t.Errorf("output:\n%.400s", out)
 			}
 		}},
+		{name: "parameters from --config", args: []string{"--format", "json", "--config", strict, incident}, code: 1,
+			detector: map[string]int{detect.RegressionName: 4}},
+		{name: "a parameter misspelt", args: []string{"--config", typo, incident}, code: 2},
 		{name: "healthy directory", args: []string{"--format", "json", healthy}, code: 0, detector: map[string]int{}},
 		{name: "healthy, text", args: []string{healthy}, code: 0, check: func(t *testing.T, out string) {
 			if out != "No findings.\n" {

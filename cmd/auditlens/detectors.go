@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/auditlens/auditlens/config"
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/store"
 )
@@ -31,14 +32,14 @@ func (d *detectFlags) register(fs *flag.FlagSet) {
 
 // startDetectors starts serve's continuous detector evaluation over st.
 // stop cancels it and waits until it has ended; call it before closing st.
-func startDetectors(st store.Store, df detectFlags, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+func startDetectors(st store.Store, df detectFlags, params detect.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	if !df.enabled {
 		log.Info("detectors off (--detect=false)")
 		return func() {}, nil
 	}
 	repo := detect.NewRepository(st, nil)
 	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{
-		Interval: df.interval, Window: df.window, Logger: log, Metrics: detect.NewMetrics(reg), State: repo,
+		Detectors: params.Detectors(), Interval: df.interval, Window: df.window, Logger: log, Metrics: detect.NewMetrics(reg), State: repo,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -52,10 +53,10 @@ func startDetectors(st store.Store, df detectFlags, log *slog.Logger, reg promet
 	return func() { cancel(); <-done }, nil
 }
 
-// detectOnce evaluates the detectors (all, or those named) over w and
-// stores their findings.
-func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []string, log *slog.Logger) (detect.Result, error) {
-	ds, err := selectDetectors(names)
+// detectOnce evaluates the detectors (all, or those named) with params
+// over w and stores their findings.
+func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []string, params detect.Config, log *slog.Logger) (detect.Result, error) {
+	ds, err := selectDetectors(params, names)
 	if err != nil {
 		return detect.Result{}, err
 	}
@@ -67,9 +68,10 @@ func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []st
 	return r.RunOnce(ctx, w)
 }
 
-// selectDetectors returns the detectors named, or all when names is empty.
-func selectDetectors(names []string) ([]detect.Detector, error) {
-	all := detect.Default()
+// selectDetectors returns the detectors named, or all when names is
+// empty, with params.
+func selectDetectors(params detect.Config, names []string) ([]detect.Detector, error) {
+	all := params.Detectors()
 	if len(names) == 0 {
 		return all, nil
 	}
@@ -149,3 +151,25 @@ func splitList(s string) []string {
 }
 
 var errNoEvents = errors.New("no audit events")
+
+// loadConfig reads --config (no file: every default) and logs what in it
+// still works but should change.
+func loadConfig(path string, log *slog.Logger) (config.File, error) {
+	if path == "" {
+		return config.File{}, nil
+	}
+	f, warnings, err := config.Load(path)
+	if err != nil {
+		return config.File{}, fmt.Errorf("%w: --config: %v", errUsage, err)
+	}
+	for _, w := range warnings {
+		log.Warn("--config: " + w)
+	}
+	return f, nil
+}
+
+// configFlag is --config of the commands that run detectors once (scan,
+// detect, import): they read its detectors section.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "configuration file (YAML): its detectors section sets detector parameters (see docs/configuration.md)")
+}

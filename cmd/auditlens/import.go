@@ -45,6 +45,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
 	noDetect := fs.Bool("no-detect", false, "do not run the detectors over the imported span")
+	configFile := configFlag(fs)
 	var rf redactFlags
 	rf.register(fs)
 	if err := parseFlags(fs, args); err != nil {
@@ -60,6 +61,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: name at least one audit log file or directory (- for standard input)", errUsage)
 	}
 	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	params, err := loadConfig(*configFile, log)
 	if err != nil {
 		return err
 	}
@@ -100,7 +105,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err == nil && st != nil && !*noDetect && stats.Events > 0 {
 		// The detectors over what was imported (clusters and span).
 		res, derr := detectOnce(ctx, st, detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond),
-			Clusters: stats.Clusters}, nil, log)
+			Clusters: stats.Clusters}, nil, params.Detectors, log)
 		printFindingsSummary(stdout, res, derr)
 		err = derr
 	}

@@ -107,18 +107,6 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// loadReports reads serve's --config; no file means no scheduled reports.
-func loadReports(path string) ([]report.Spec, error) {
-	if path == "" {
-		return nil, nil
-	}
-	f, err := report.LoadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --config: %v", errUsage, err)
-	}
-	return f.Reports, nil
-}
-
 // startReports runs the scheduled reports in the background; the returned
 // function stops them and waits (call it before closing the store).
 func startReports(st store.Store, specs []report.Spec, log *slog.Logger, reg prometheus.Registerer) (func(), error) {

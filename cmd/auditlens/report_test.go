@@ -133,7 +133,7 @@ func TestServeReportsSchedule(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`reports:
 - name: daily
   schedule: "0 6 * * *"
-  timeZone: UTC
+  time_zone: UTC
   window: 24h
   outputs:
     dir: %s

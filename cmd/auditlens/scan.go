@@ -100,6 +100,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	tmp := fs.String("tmp", "", "directory for the throwaway store (default: the system's temporary directory)")
 	reader := fs.String("reader", "auto", "auto: the engine's JSON parser for logs of audit.k8s.io/v1 Events, the Go decoder for anything else; decoder: the Go decoder for everything, as import does")
 	spillAbove := fs.Int64("spill-above", 2<<30, "bytes of log (gzip counted 10 times its size) above which the events go to a table on disk under --tmp rather than in memory")
+	configFile := configFlag(fs)
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -119,6 +120,10 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("%w: --reader %q: want auto or decoder", errUsage, *reader)
 	}
 	log, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	params, err := loadConfig(*configFile, log)
 	if err != nil {
 		return err
 	}
@@ -149,7 +154,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	start := time.Now()
 	w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: stats.Clusters}
-	res, err := detectOnce(ctx, st, w, nil, log)
+	res, err := detectOnce(ctx, st, w, nil, params.Detectors, log)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
-		reportsConfig = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes (see docs/reports.md and docs/alerts.md)")
+		configFile    = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes, detector parameters (see docs/configuration.md)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
 		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
@@ -85,14 +85,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := limits.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	reports, err := loadReports(*reportsConfig)
+	cfg, err := loadConfig(*configFile, log)
 	if err != nil {
 		return err
 	}
-	alerts, err := loadAlerts(*reportsConfig)
-	if err != nil {
-		return err
-	}
+	reports, alerts := cfg.Reports, cfg.Alerts
 	if (*tlsCert == "") != (*tlsKey == "") {
 		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
 	}
@@ -198,7 +195,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := ingest.NewMetrics(reg)
-	stopDetect, err := startDetectors(st, df, log, reg)
+	stopDetect, err := startDetectors(st, df, cfg.Detectors, log, reg)
 	if err != nil {
 		return err
 	}

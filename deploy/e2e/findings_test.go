@@ -42,7 +42,7 @@ func checkFindings(t *testing.T, res *scenarioResult) {
 		return len(problems) == 0 && time.Since(res.ended) > findingSettle
 	})
 	if !ok || len(problems) > 0 {
-		t.Errorf("findings of cluster %s (%s):\n  %s\ngot %s", exp.Cluster, exp.Description, strings.Join(problems, "\n  "), describe(got))
+		t.Errorf("findings of cluster %s: %s\nscenario: %s\ngot %s", exp.Cluster, strings.Join(problems, "; "), exp.Description, describe(got))
 		return
 	}
 	t.Logf("findings: %s", describe(got))
@@ -53,7 +53,7 @@ func checkFindings(t *testing.T, res *scenarioResult) {
 func checkScan(t *testing.T, res *scenarioResult) {
 	got := scanLogs(t, res.exp.Cluster, res.auditLog)
 	if problems := matchFindings(res.exp, got); len(problems) > 0 {
-		t.Errorf("auditlens scan %s (%s):\n  %s\ngot %s", res.auditLog, res.exp.Description, strings.Join(problems, "\n  "), describe(got))
+		t.Errorf("auditlens scan %s: %s\nscenario: %s\ngot %s", res.auditLog, strings.Join(problems, "; "), res.exp.Description, describe(got))
 	}
 }
 
@@ -202,7 +202,13 @@ func describe(fs []finding) string {
 	var b strings.Builder
 	for _, f := range fs {
 		var objs []string
-		for _, o := range f.Objects {
+		for i, o := range f.Objects {
+			if i == 12 {
+				// A wave's evicted Pods run to dozens: the failure's
+				// first lines must survive a truncated CI log.
+				objs = append(objs, fmt.Sprintf("… %d more", len(f.Objects)-i))
+				break
+			}
 			objs = append(objs, o.Resource+" "+o.Namespace+"/"+o.Name)
 		}
 		fmt.Fprintf(&b, "\n  %s %s [%s] user=%q ua=%q resource=%q rv=%q objects=%v evidence=%d: %s",

@@ -462,7 +462,18 @@ func matchHeartbeat(exp expectation, got []finding) []string {
 		p = append(p, fmt.Sprintf("nodes %v, want the stopped %v", nodes, h.Stopped))
 	}
 	if want := keys(h.Evicted); !slices.Equal(pods, want) {
-		p = append(p, fmt.Sprintf("pods %v, want the %d evicted %v", pods, len(want), want))
+		var missing, extra []string
+		for _, w := range want {
+			if !slices.Contains(pods, w) {
+				missing = append(missing, w)
+			}
+		}
+		for _, g := range pods {
+			if !slices.Contains(want, g) {
+				extra = append(extra, g)
+			}
+		}
+		p = append(p, fmt.Sprintf("%d pods, want the %d evicted: missing %v, not evicted %v", len(pods), len(want), missing, extra))
 	}
 	roles := map[string]int{}
 	for _, e := range f.Evidence {

@@ -353,7 +353,7 @@ func checkRollbackFindings(t *testing.T, res *rollbackResult) {
 		return len(problems) == 0 && time.Since(res.ended) > findingSettle
 	})
 	if !ok || len(problems) > 0 {
-		t.Errorf("findings of cluster %s (%s):\n  %s\ngot %s", res.exp.Cluster, res.exp.Description, strings.Join(problems, "\n  "), describeRB(got))
+		t.Errorf("findings of cluster %s: %s\nscenario: %s\ngot %s", res.exp.Cluster, strings.Join(problems, "; "), res.exp.Description, describeRB(got))
 		return
 	}
 	t.Logf("findings: %s", describeRB(got))
@@ -374,7 +374,7 @@ func checkRollbackScan(t *testing.T, res *rollbackResult) {
 		t.Fatalf("auditlens scan: %v, output not a JSON array of findings: %v\n%s", err, jerr, tail(stderr.String(), 20))
 	}
 	if problems := matchRollback(res.exp, got); len(problems) > 0 {
-		t.Errorf("auditlens scan %s (%s):\n  %s\ngot %s", res.auditLog, res.exp.Description, strings.Join(problems, "\n  "), describeRB(got))
+		t.Errorf("auditlens scan %s: %s\nscenario: %s\ngot %s", res.auditLog, strings.Join(problems, "; "), res.exp.Description, describeRB(got))
 	} else {
 		t.Logf("auditlens scan: %s", describeRB(got))
 	}

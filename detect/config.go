@@ -1,0 +1,225 @@
+package detect
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config holds every detector's parameters, as the detectors section of
+// the configuration file sets them (zero fields: the defaults):
+//
+//	detectors:
+//	  heartbeat-loss:
+//	    floor: 45s          # HeartbeatLossConfig.Floor
+//	    min_nodes: 3
+//	  watch-loop:
+//	    resources: [services, endpoints]
+//
+// Each key is its field's name in snake case (MinRestarts: min_restarts).
+type Config struct {
+	WatchLoop     WatchLoopConfig
+	Regression    RegressionConfig
+	HeartbeatLoss HeartbeatLossConfig
+	RVRollback    RVRollbackConfig
+	RelistLoop    RelistLoopConfig
+	RelistHerd    RelistHerdConfig
+}
+
+// Detectors returns every detector with c's parameters, in the order of
+// Default.
+func (c Config) Detectors() []Detector {
+	return []Detector{NewWatchLoop(c.WatchLoop), NewRegression(c.Regression), NewHeartbeatLoss(c.HeartbeatLoss),
+		NewRVRollback(c.RVRollback), NewRelistLoop(c.RelistLoop), NewRelistHerd(c.RelistHerd)}
+}
+
+// sections names the parameters of each detector, by detector name.
+func (c *Config) sections() map[string]any {
+	return map[string]any{
+		WatchLoopName: &c.WatchLoop, RegressionName: &c.Regression, HeartbeatLossName: &c.HeartbeatLoss,
+		RVRollbackName: &c.RVRollback, RelistLoopName: &c.RelistLoop, RelistHerdName: &c.RelistHerd,
+	}
+}
+
+// Validate reports parameters that cannot work.
+func (c Config) Validate() error {
+	if err := c.HeartbeatLoss.Validate(); err != nil {
+		return err
+	}
+	for name, p := range c.sections() {
+		v := reflect.ValueOf(p).Elem()
+		for i := range v.NumField() {
+			f := v.Field(i)
+			switch f.Kind() {
+			case reflect.Int, reflect.Int64, reflect.Float64:
+				if f.Type() == durationType {
+					if f.Int() < 0 {
+						return fmt.Errorf("%s: %s %s is negative", name, paramKey(v.Type().Field(i).Name), time.Duration(f.Int()))
+					}
+					continue
+				}
+				if f.CanInt() && f.Int() < 0 || f.CanFloat() && (f.Float() < 0 || math.IsNaN(f.Float())) {
+					return fmt.Errorf("%s: %s %v is negative", name, paramKey(v.Type().Field(i).Name), f.Interface())
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Params lists the settable parameters of the named detector: their keys
+// in the configuration file, in the order of the detector's config type.
+func (c Config) Params(detector string) []string {
+	p, ok := c.sections()[detector]
+	if !ok {
+		return nil
+	}
+	t := reflect.TypeOf(p).Elem()
+	var out []string
+	for i := range t.NumField() {
+		out = append(out, paramKey(t.Field(i).Name))
+	}
+	return out
+}
+
+// ParseConfig decodes a detectors section: a mapping from detector name to
+// a mapping of its parameters. Unknown detectors and parameters and values
+// of the wrong kind are errors that give their line.
+func ParseConfig(n *yaml.Node) (Config, error) {
+	var c Config
+	if n == nil || n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return c, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return c, fmt.Errorf("line %d: detectors: want a mapping of detector names to their parameters", n.Line)
+	}
+	sections := c.sections()
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		p, ok := sections[k.Value]
+		if !ok {
+			names := make([]string, 0, len(sections))
+			for name := range sections {
+				names = append(names, name)
+			}
+			slices.Sort(names)
+			return c, fmt.Errorf("line %d: detectors: unknown detector %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
+		}
+		if err := decodeParams(k.Value, v, reflect.ValueOf(p).Elem()); err != nil {
+			return c, err
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, fmt.Errorf("line %d: detectors: %w", n.Line, err)
+	}
+	return c, nil
+}
+
+var durationType = reflect.TypeFor[time.Duration]()
+
+// decodeParams sets the fields of one detector's config from a mapping.
+func decodeParams(detector string, n *yaml.Node, cfg reflect.Value) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: detectors: %s: want a mapping of parameters", n.Line, detector)
+	}
+	fields := map[string]int{}
+	var keys []string
+	for i := range cfg.NumField() {
+		key := paramKey(cfg.Type().Field(i).Name)
+		fields[key] = i
+		keys = append(keys, key)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		idx, ok := fields[k.Value]
+		if !ok {
+			return fmt.Errorf("line %d: detectors: %s has no parameter %q (it has: %s)", k.Line, detector, k.Value, strings.Join(keys, ", "))
+		}
+		if seen[k.Value] {
+			return fmt.Errorf("line %d: detectors: %s: %s is set twice", k.Line, detector, k.Value)
+		}
+		seen[k.Value] = true
+		if err := setParam(cfg.Field(idx), v); err != nil {
+			return fmt.Errorf("line %d: detectors: %s: %s: %w", v.Line, detector, k.Value, err)
+		}
+	}
+	return nil
+}
+
+// setParam sets one field from a YAML value of the field's kind.
+func setParam(f reflect.Value, v *yaml.Node) error {
+	if f.Kind() == reflect.Slice {
+		if v.Kind != yaml.SequenceNode {
+			return fmt.Errorf("want a list of strings")
+		}
+		var list []string
+		for _, item := range v.Content {
+			if item.Kind != yaml.ScalarNode || item.Value == "" {
+				return fmt.Errorf("want a list of non-empty strings")
+			}
+			list = append(list, item.Value)
+		}
+		f.Set(reflect.ValueOf(list))
+		return nil
+	}
+	if v.Kind != yaml.ScalarNode {
+		return fmt.Errorf("want a single value")
+	}
+	s := v.Value
+	switch {
+	case f.Type() == durationType:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 30s or 5m: %q", s)
+		}
+		f.SetInt(int64(d))
+	case f.Kind() == reflect.String:
+		f.SetString(s)
+	case f.CanInt():
+		i, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a whole number: %q", s)
+		}
+		f.SetInt(i)
+	case f.CanUint():
+		u, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("want a whole number, not negative: %q", s)
+		}
+		f.SetUint(u)
+	case f.CanFloat():
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("want a number: %q", s)
+		}
+		f.SetFloat(x)
+	default:
+		return fmt.Errorf("cannot be set from the configuration (%s)", f.Type())
+	}
+	return nil
+}
+
+// paramKey is a field name in snake case: MinRestarts → min_restarts,
+// RVRollback → rv_rollback.
+func paramKey(field string) string {
+	r := []rune(field)
+	var b strings.Builder
+	for i, c := range r {
+		if unicode.IsUpper(c) && i > 0 && (unicode.IsLower(r[i-1]) || i+1 < len(r) && unicode.IsLower(r[i+1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(c))
+	}
+	return b.String()
+}
