@@ -21,6 +21,7 @@ import (
 // stages. Each kind also says whether it is a heartbeat, so that the
 // definition itself is pinned.
 func TestHeartbeatDefinition(t *testing.T) {
+	t.Parallel()
 	if detect.RequestTimeSQL != heartbeat.TimeSQL {
 		t.Errorf("a heartbeat's time is not its request time: %s, detectors use %s", heartbeat.TimeSQL, detect.RequestTimeSQL)
 	}

@@ -20,6 +20,7 @@ import (
 // return and every evicted pod. The same evaluations without memory, as a
 // control, lose the wave's identity once its start leaves the lookback.
 func TestHeartbeatLossSlidingWindows(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	ctx := context.Background()
 	sc, _ := scenario.ByName("heartbeat-loss-hours")

@@ -19,6 +19,7 @@ import (
 // audit-feed gap for a silent feed; nothing for the controls and for every
 // other scenario (whose background traffic holds kubelets too).
 func TestHeartbeatLossScenarios(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	for _, sc := range scenario.All() {
 		for _, scale := range scenario.Scales {

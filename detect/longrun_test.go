@@ -25,6 +25,7 @@ import (
 // counts add up across windows, and that a report over the last day lists
 // as ongoing.
 func TestWatchLoopSlidingWindowsRealScale(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	ctx := context.Background()
 	sc, _ := scenario.ByName("long-incident")

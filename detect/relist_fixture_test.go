@@ -22,6 +22,7 @@ import (
 // for herds that a heartbeat-loss or rv-rollback finding of the same log
 // explains.
 func TestRelistFixtures(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	logs, err := filepath.Glob(filepath.Join("..", "deploy", "e2e", "fixtures", "*.log"))
 	if err != nil || len(logs) == 0 {

@@ -15,6 +15,7 @@ import (
 // each herd stays one finding whatever windows show it, and a loop's
 // turns add up to the generator's count.
 func TestRelistSlidingWindows(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	ctx := context.Background()
 	for _, tc := range []struct {

@@ -21,6 +21,7 @@ import (
 // (its client, resource, instances and turns) and each herd (its resource,
 // every client, when it began), and silence everywhere else.
 func TestRelistScenarios(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	for _, sc := range scenario.All() {
 		tc, ok := scenarioCases[sc.Name]

@@ -157,6 +157,7 @@ func sameJSON(t *testing.T, a, b detect.Finding) bool {
 // objects, iterations and linked churn equal what one evaluation over the
 // whole trace finds.
 func TestSlidingWindows(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	ctx := context.Background()
 	for _, scale := range scenario.Scales {

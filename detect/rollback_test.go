@@ -21,6 +21,7 @@ import (
 // the stuck programs; at most an info finding for a restore with bump;
 // nothing anywhere else.
 func TestRVRollbackScenarios(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	for _, sc := range scenario.All() {
 		tc, ok := scenarioCases[sc.Name]
@@ -132,6 +133,7 @@ func slicesContains(s []string, v string) bool {
 // evaluation of the whole trace gives, and the drop is never found twice
 // under another identity.
 func TestRVRollbackWindows(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	ctx := context.Background()
 	for _, name := range []string{"etcd-restore", "etcd-restore-metadata", "etcd-restore-bump"} {

@@ -122,6 +122,7 @@ var scenarioCases = map[string]struct {
 // TestScenarios imports every scenario at both time scales and holds the
 // two detectors, with their default parameters, to what it contains.
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	for _, sc := range scenario.All() {
 		tc, ok := scenarioCases[sc.Name]
@@ -333,6 +334,7 @@ func checkRegressions(t *testing.T, want []scenario.Regression, got []detect.Fin
 // for the reason it was written for: lifting that one condition makes the
 // detector fire.
 func TestWatchLoopConditionsDecide(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	// asKCM gives a client's events kube-controller-manager's user agent:
 	// the program that runs the static reflector then wrote the churn.

@@ -17,6 +17,7 @@ import (
 // victim, over the whole trace at once and over sliding windows that
 // remember the loop, whose stored finding stays one.
 func TestWatchLoopDrift(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	sc, ok := scenario.ByName("incident-drifting")
 	if !ok {

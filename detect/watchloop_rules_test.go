@@ -99,6 +99,7 @@ func (l *loopLog) evaluate(t *testing.T, st store.Store, cfg detect.WatchLoopCon
 }
 
 func TestWatchLoopRules(t *testing.T) {
+	t.Parallel()
 	st := engine(t)
 	t0 := time.Date(2026, 4, 1, 10, 0, 0, 0, time.UTC)
 	restarts := []time.Duration{0, 20 * time.Second, 40 * time.Second, 60 * time.Second}
