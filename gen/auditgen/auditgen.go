@@ -420,7 +420,7 @@ func (g *Gen) request() request {
 	case r < 37:
 		return g.watch(g.client())
 	case r < 46:
-		return g.list(g.client())
+		return g.list(g.lister())
 	case r < 64:
 		return g.get()
 	case r < 73:
@@ -458,11 +458,36 @@ func (g *Gen) watch(c client) request {
 	}
 }
 
+// lister picks a client that lists in a healthy cluster's steady state:
+// the people and tools that poll — kubectl, a GitOps controller, a backup
+// job, a dashboard. Informers list once when they start and then watch;
+// they list again only after a watch failed, rarely. (Lists by random
+// informer clients, again and again, are a herd of relists that no healthy
+// cluster shows: relist-herd found 11 in a generated gigabyte.)
+func (g *Gen) lister() client {
+	switch g.rng.IntN(4) {
+	case 0:
+		return g.admin()
+	case 1:
+		return g.serviceAccount("argocd", "argocd-application-controller", "argocd-application-controller/v2.13.2 (linux/amd64) kubernetes/"+gitCommit, 3)
+	case 2:
+		return g.serviceAccount("velero", "velero", "velero/v1.15.1 (linux/amd64) kubernetes/$Format", 7)
+	default:
+		return g.serviceAccount("kubernetes-dashboard", "kubernetes-dashboard", "dashboard/v2.7.0", 11)
+	}
+}
+
+// list is a paginated list of a collection (its first page), as kubectl
+// and list-polling tools send it: served from etcd, no resourceVersion.
 func (g *Gen) list(c client) request {
 	res := informed[g.rng.IntN(len(informed))]
+	ns := ""
+	if res.namespaced && g.rng.IntN(2) == 0 {
+		ns = namespaces[g.rng.IntN(len(namespaces))]
+	}
 	return request{
-		user: c, verb: "list", uri: res.path("") + "?limit=500&resourceVersion=0",
-		ref:     auditv1.ObjectReference{Resource: res.name, APIGroup: res.group, APIVersion: res.version},
+		user: c, verb: "list", uri: res.path(ns) + "?limit=500",
+		ref:     auditv1.ObjectReference{Resource: res.name, Namespace: ns, APIGroup: res.group, APIVersion: res.version},
 		level:   auditv1.LevelMetadata,
 		status:  &metav1.Status{Code: 200},
 		latency: g.micros(2000, 80000),
