@@ -2,6 +2,7 @@ package detect
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -53,21 +54,17 @@ func (c Config) Validate() error {
 	if err := c.HeartbeatLoss.Validate(); err != nil {
 		return err
 	}
-	for name, p := range c.sections() {
-		v := reflect.ValueOf(p).Elem()
+	sections := c.sections()
+	for _, name := range slices.Sorted(maps.Keys(sections)) {
+		v := reflect.ValueOf(sections[name]).Elem()
 		for i := range v.NumField() {
-			f := v.Field(i)
-			switch f.Kind() {
-			case reflect.Int, reflect.Int64, reflect.Float64:
-				if f.Type() == durationType {
-					if f.Int() < 0 {
-						return fmt.Errorf("%s: %s %s is negative", name, paramKey(v.Type().Field(i).Name), time.Duration(f.Int()))
-					}
-					continue
-				}
-				if f.CanInt() && f.Int() < 0 || f.CanFloat() && (f.Float() < 0 || math.IsNaN(f.Float())) {
-					return fmt.Errorf("%s: %s %v is negative", name, paramKey(v.Type().Field(i).Name), f.Interface())
-				}
+			f, key := v.Field(i), paramKey(v.Type().Field(i).Name)
+			switch {
+			case f.CanFloat() && math.IsNaN(f.Float()):
+				return fmt.Errorf("%s: %s is not a number", name, key)
+			case f.CanInt() && f.Int() < 0, f.CanFloat() && f.Float() < 0:
+				// %v shows a time.Duration as one: -5s.
+				return fmt.Errorf("%s: %s %v is negative", name, key, f.Interface())
 			}
 		}
 	}
@@ -105,12 +102,8 @@ func ParseConfig(n *yaml.Node) (Config, error) {
 		k, v := n.Content[i], n.Content[i+1]
 		p, ok := sections[k.Value]
 		if !ok {
-			names := make([]string, 0, len(sections))
-			for name := range sections {
-				names = append(names, name)
-			}
-			slices.Sort(names)
-			return c, fmt.Errorf("line %d: detectors: unknown detector %q (known: %s)", k.Line, k.Value, strings.Join(names, ", "))
+			return c, fmt.Errorf("line %d: detectors: unknown detector %q (known: %s)", k.Line, k.Value,
+				strings.Join(slices.Sorted(maps.Keys(sections)), ", "))
 		}
 		if err := decodeParams(k.Value, v, reflect.ValueOf(p).Elem()); err != nil {
 			return c, err
