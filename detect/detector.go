@@ -58,6 +58,13 @@ type Merger interface {
 	Merge(prev, next Finding) Finding
 }
 
+// Follower is implemented by detectors that read the stored findings of
+// other detectors: a Runner evaluates them after those (Follows names
+// them).
+type Follower interface {
+	Follows() []string
+}
+
 // Default returns every detector with its default parameters.
 func Default() []Detector {
 	return Config{}.Detectors()

@@ -70,6 +70,10 @@ func NewRegression(cfg RegressionConfig) *Regression {
 // Name implements Detector.
 func (d *Regression) Name() string { return RegressionName }
 
+// Follows implements Follower: a regression names the watch-loop finding
+// of the same watch when there is one.
+func (d *Regression) Follows() []string { return []string{WatchLoopName} }
+
 // reflectorKey hashes what identifies a reflector here: unlike the watch
 // loop's program identity, the address stays in it, because a regression
 // compares the successive watches of one instance, and the instances of a

@@ -128,6 +128,10 @@ func NewRelistHerd(cfg RelistHerdConfig) *RelistHerd {
 // Name implements Detector.
 func (d *RelistHerd) Name() string { return RelistHerdName }
 
+// Follows implements Follower: a herd is explained by the heartbeat-loss
+// and rv-rollback findings around it.
+func (d *RelistHerd) Follows() []string { return herdCauses }
+
 // Config returns the parameters in effect.
 func (d *RelistHerd) Config() RelistHerdConfig { return d.cfg }
 

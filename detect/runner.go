@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +47,11 @@ type RunnerConfig struct {
 	// evaluations saw (serve, detect and import pass the Repository);
 	// without it each evaluation sees only its window.
 	State StateStore
+	// Parallel is how many detectors an evaluation runs at once (default
+	// 1: one after the other). A detector that reads another's findings
+	// (Follower) starts once that one is stored. scan and detect, which
+	// evaluate once and have the machine to themselves, run two.
+	Parallel int
 }
 
 func (c *RunnerConfig) setDefaults() {
@@ -62,6 +70,9 @@ func (c *RunnerConfig) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.Parallel < 1 {
+		c.Parallel = 1
+	}
 }
 
 // Validate reports a configuration that cannot work.
@@ -76,6 +87,44 @@ func (c RunnerConfig) Validate() error {
 			return fmt.Errorf("detector %q is configured twice", d.Name())
 		}
 		seen[d.Name()] = true
+	}
+	return followCycle(c.Detectors)
+}
+
+// followCycle reports detectors that follow each other round in a circle:
+// none of them could run first.
+func followCycle(ds []Detector) error {
+	follows := map[string][]string{}
+	for _, d := range ds {
+		if f, ok := d.(Follower); ok {
+			follows[d.Name()] = f.Follows()
+		}
+	}
+	state := map[string]int8{}
+	var visit func(name string, path []string) error
+	visit = func(name string, path []string) error {
+		switch state[name] {
+		case 1:
+			return fmt.Errorf("detectors follow each other in a circle: %s", strings.Join(append(path, name), " → "))
+		case 2:
+			return nil
+		}
+		state[name] = 1
+		for _, next := range follows[name] {
+			if _, ok := follows[next]; !ok && !slices.ContainsFunc(ds, func(d Detector) bool { return d.Name() == next }) {
+				continue
+			}
+			if err := visit(next, append(path, name)); err != nil {
+				return err
+			}
+		}
+		state[name] = 2
+		return nil
+	}
+	for _, d := range ds {
+		if err := visit(d.Name(), nil); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -112,32 +161,116 @@ type Result struct {
 
 // RunOnce evaluates every detector over w and stores the findings. A
 // detector that fails does not stop the others; the error joins every
-// failure.
+// failure. Up to Parallel detectors run at once, each Follower after the
+// detectors it follows; the result is the same in any order.
 func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 	res := Result{Window: w}
 	if err := w.Validate(); err != nil {
 		return res, err
 	}
-	var errs []error
-	for _, d := range r.cfg.Detectors {
+	ds := r.cfg.Detectors
+	outs := make([]detectorResult, len(ds))
+	run := func(i int) {
+		d := ds[i]
 		start := time.Now()
-		n, err := r.runDetector(ctx, d, w, &res)
-		r.cfg.Metrics.observe(d.Name(), time.Since(start), n, err)
-		r.cfg.Logger.Debug("detector evaluated", "detector", d.Name(), "window", w.String(), "stored", n, "took", time.Since(start))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("detector %s over %s: %w", d.Name(), w, err))
-			if ctx.Err() != nil {
+		outs[i] = r.runDetector(ctx, d, w)
+		r.cfg.Metrics.observe(d.Name(), time.Since(start), outs[i].stored, outs[i].err)
+		r.cfg.Logger.Debug("detector evaluated", "detector", d.Name(), "window", w.String(), "stored", outs[i].stored, "took", time.Since(start))
+	}
+	if r.cfg.Parallel == 1 {
+		for _, i := range followOrder(ds) {
+			run(i)
+			if outs[i].err != nil && ctx.Err() != nil {
 				break
 			}
+		}
+	} else {
+		runOrdered(ds, r.cfg.Parallel, run)
+	}
+	var errs []error
+	for i, o := range outs {
+		res.Findings = append(res.Findings, o.findings...)
+		res.New += o.new
+		res.Updated += o.updated
+		res.Unchanged += o.unchanged
+		if o.err != nil {
+			errs = append(errs, fmt.Errorf("detector %s over %s: %w", ds[i].Name(), w, o.err))
 		}
 	}
 	SortFindings(res.Findings)
 	return res, errors.Join(errs...)
 }
 
-// runDetector evaluates one detector and stores what changed; it returns
-// the number of findings stored.
-func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Result) (int, error) {
+// followOrder returns the indexes of ds in their order, each Follower
+// moved after the detectors in ds it follows.
+func followOrder(ds []Detector) []int {
+	index := make(map[string]int, len(ds))
+	for i, d := range ds {
+		index[d.Name()] = i
+	}
+	order := make([]int, 0, len(ds))
+	state := make([]int8, len(ds)) // 0 new, 1 being placed, 2 placed
+	var place func(i int)
+	place = func(i int) {
+		if state[i] != 0 {
+			return // placed, or a cycle: Validate refuses those
+		}
+		state[i] = 1
+		if f, ok := ds[i].(Follower); ok {
+			for _, name := range f.Follows() {
+				if j, ok := index[name]; ok {
+					place(j)
+				}
+			}
+		}
+		state[i] = 2
+		order = append(order, i)
+	}
+	for i := range ds {
+		place(i)
+	}
+	return order
+}
+
+// runOrdered calls run(i) for each detector, at most parallel at once,
+// each Follower after the detectors it follows that are in ds.
+func runOrdered(ds []Detector, parallel int, run func(i int)) {
+	done := make(map[string]chan struct{}, len(ds))
+	for _, d := range ds {
+		done[d.Name()] = make(chan struct{})
+	}
+	slots := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[d.Name()])
+			if f, ok := d.(Follower); ok {
+				for _, name := range f.Follows() {
+					if ch, ok := done[name]; ok && name != d.Name() {
+						<-ch
+					}
+				}
+			}
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			run(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// detectorResult is what one detector's evaluation did.
+type detectorResult struct {
+	findings                []Finding
+	new, updated, unchanged int
+	stored                  int
+	err                     error
+}
+
+// runDetector evaluates one detector and stores what changed.
+func (r *Runner) runDetector(ctx context.Context, d Detector, w Window) (out detectorResult) {
 	var found []Finding
 	var err error
 	if sd, ok := d.(Stateful); ok && r.cfg.State != nil {
@@ -146,7 +279,8 @@ func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Res
 		found, err = d.Evaluate(ctx, r.q, w)
 	}
 	if err != nil {
-		return 0, err
+		out.err = err
+		return out
 	}
 	// One incident, one finding, even if a detector reported it twice.
 	byID := map[string]Finding{}
@@ -163,7 +297,8 @@ func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Res
 	}
 	stored, err := r.fs.GetMany(ctx, order)
 	if err != nil {
-		return 0, fmt.Errorf("reading stored findings: %w", err)
+		out.err = fmt.Errorf("reading stored findings: %w", err)
+		return out
 	}
 	var changed []Finding
 	for _, id := range order {
@@ -171,28 +306,30 @@ func (r *Runner) runDetector(ctx context.Context, d Detector, w Window, res *Res
 		prev, ok := stored[id]
 		switch {
 		case !ok:
-			res.New++
+			out.new++
 			changed = append(changed, f)
 		default:
 			f = mergeWith(d, prev, f)
 			f.normalize()
 			if sameFinding(prev, f) {
-				res.Unchanged++
+				out.unchanged++
 				f = prev
 			} else {
-				res.Updated++
+				out.updated++
 				changed = append(changed, f)
 			}
 		}
-		res.Findings = append(res.Findings, f)
+		out.findings = append(out.findings, f)
 	}
 	if len(changed) > 0 {
 		if err := r.fs.Upsert(ctx, changed); err != nil {
-			return 0, err
+			out.err = err
+			return out
 		}
 		r.cfg.Logger.Info("findings stored", "detector", d.Name(), "window", w.String(), "stored", len(changed))
 	}
-	return len(changed), nil
+	out.stored = len(changed)
+	return out
 }
 
 // sameFinding compares two findings as stored (their JSON documents).

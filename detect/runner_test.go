@@ -188,3 +188,97 @@ func TestRunnerConfigValidate(t *testing.T) {
 		t.Error("RunOnce accepted an empty window")
 	}
 }
+
+// followingDetector is a fakeDetector that reads the findings of the
+// detectors it follows, as regression and relist-herd do.
+type followingDetector struct {
+	*fakeDetector
+	follows []string
+}
+
+func (d followingDetector) Follows() []string { return d.follows }
+
+// TestRunnerParallel: with Parallel set, detectors run at once, a
+// Follower only once the findings of those it follows are stored, and the
+// result is the one a serial evaluation gives; a failing detector stops
+// nobody.
+func TestRunnerParallel(t *testing.T) {
+	w := Window{Since: time.Unix(0, 0), Until: time.Unix(600, 0)}
+	for _, parallel := range []int{1, 2, 4} {
+		t.Run(strconv.Itoa(parallel), func(t *testing.T) {
+			st := newMemStore()
+			var mu sync.Mutex
+			running, most := 0, 0
+			finding := func(name string) func(int, Window) ([]Finding, error) {
+				return func(int, Window) ([]Finding, error) {
+					mu.Lock()
+					running++
+					most = max(most, running)
+					mu.Unlock()
+					time.Sleep(20 * time.Millisecond)
+					mu.Lock()
+					running--
+					mu.Unlock()
+					return []Finding{{ID: name + "-1", Detector: name, Severity: Warning, FirstSeen: w.Since, LastSeen: w.Until}}, nil
+				}
+			}
+			// after answers only when the findings of names are stored.
+			after := func(name string, names ...string) func(int, Window) ([]Finding, error) {
+				return func(n int, w Window) ([]Finding, error) {
+					for _, o := range names {
+						if got, _ := st.GetMany(context.Background(), []string{o + "-1"}); len(got) == 0 {
+							return nil, errors.New(name + " ran before " + o + " was stored")
+						}
+					}
+					return finding(name)(n, w)
+				}
+			}
+			ds := []Detector{
+				followingDetector{&fakeDetector{name: "b", fn: after("b", "a")}, []string{"a"}},
+				&fakeDetector{name: "a", fn: finding("a")},
+				&fakeDetector{name: "c", fn: finding("c")},
+				&fakeDetector{name: "broken", fn: func(int, Window) ([]Finding, error) { return nil, errors.New("boom") }},
+				followingDetector{&fakeDetector{name: "d", fn: after("d", "b", "c")}, []string{"b", "c", "absent"}},
+			}
+			r, err := NewRunner(nil, st, RunnerConfig{Detectors: ds, Parallel: parallel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.RunOnce(context.Background(), w)
+			if err == nil || !strings.Contains(err.Error(), "detector broken") || strings.Contains(err.Error(), "ran before") {
+				t.Fatalf("RunOnce error = %v, want only detector broken's", err)
+			}
+			var ids []string
+			for _, f := range res.Findings {
+				ids = append(ids, f.ID)
+			}
+			if got := strings.Join(ids, " "); got != "a-1 b-1 c-1 d-1" || res.New != 4 {
+				t.Errorf("findings %q, %d new; want a-1 b-1 c-1 d-1, 4 new", got, res.New)
+			}
+			if parallel == 1 && most != 1 || parallel > 1 && most < 2 {
+				t.Errorf("at most %d detectors ran at once with Parallel %d", most, parallel)
+			}
+			if most > parallel {
+				t.Errorf("%d detectors ran at once, more than Parallel %d", most, parallel)
+			}
+		})
+	}
+}
+
+// TestRunnerFollowCycle: detectors that follow each other round in a
+// circle are refused: none could run first.
+func TestRunnerFollowCycle(t *testing.T) {
+	none := func(int, Window) ([]Finding, error) { return nil, nil }
+	ds := []Detector{
+		followingDetector{&fakeDetector{name: "x", fn: none}, []string{"y"}},
+		followingDetector{&fakeDetector{name: "y", fn: none}, []string{"z", "x"}},
+		&fakeDetector{name: "z", fn: none},
+	}
+	_, err := NewRunner(nil, newMemStore(), RunnerConfig{Detectors: ds, Parallel: 2})
+	if err == nil || !strings.Contains(err.Error(), "x → y → x") {
+		t.Fatalf("NewRunner = %v, want the circle x → y → x refused", err)
+	}
+	if _, err := NewRunner(nil, newMemStore(), RunnerConfig{Detectors: ds[1:], Parallel: 2}); err != nil {
+		t.Fatalf("NewRunner without x = %v, want nil", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"strings"
 	"time"
 
@@ -61,7 +62,7 @@ func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []st
 		return detect.Result{}, err
 	}
 	repo := detect.NewRepository(st, nil)
-	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{Detectors: ds, Logger: log, State: repo})
+	r, err := detect.NewRunner(st, repo, detect.RunnerConfig{Detectors: ds, Logger: log, State: repo, Parallel: runtime.GOMAXPROCS(0)})
 	if err != nil {
 		return detect.Result{}, err
 	}
