@@ -110,6 +110,23 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		if want := `{"n":` + strconv.Itoa(ev.Emitted) + `}`; n != want || ps.Bytes != int64(pq.Len()) || ps.Events != -1 {
 			t.Errorf("%+v: the Parquet file holds %s, want %s; stats %+v for %d bytes", f, n, want, ps, pq.Len())
 		}
+		// The file's rows are the NDJSON export's events, in its order,
+		// each once: sorted and deduplicated in Go (store.RowOrder).
+		var raws bytes.Buffer
+		if err := st.Select(ctx, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
+			store.Params{"f": path}, func(row []byte) error {
+				var r struct{ Raw string }
+				if err := json.Unmarshal(row, &r); err != nil {
+					return err
+				}
+				raws.WriteString(r.Raw + "\n")
+				return nil
+			}); err != nil {
+			t.Fatal(err)
+		}
+		if raws.String() != want.String() {
+			t.Errorf("%+v: the Parquet file's raw column, in its order, is not the NDJSON export's events:\n%.600s\nwant\n%.600s", f, raws.String(), want.String())
+		}
 		// Progress counts the rows as counted before the export, copies
 		// included.
 		if len(sent) == 0 || sent[len(sent)-1] < int64(ev.Emitted) || sent[len(sent)-1] > int64(ev.Emitted)+400 {

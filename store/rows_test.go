@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -398,4 +400,60 @@ func TestEmbeddedSelectFormatRows(t *testing.T) {
 			Raw: append([]byte("rebuilt:"), r.Residual[:min(len(r.Residual), 3)]...)})
 	}
 	compareRows(t, got, want)
+}
+
+// TestSelectFormatOrder: ordered queries' rows are sent sorted by time,
+// audit ID, stage and cluster (or the reverse), each event once, whatever
+// order the engine returns them in, query after query; queries that mix
+// orders are refused.
+func TestSelectFormatOrder(t *testing.T) {
+	e := openTestEmbedded(t)
+	ctx := t.Context()
+	// Rows in no order: ts repeats (ties broken by audit_id, then stage,
+	// then cluster) and every row comes twice.
+	const sel = "SELECT toLowCardinality(c) AS cluster, ts, audit_id, toLowCardinality(s) AS stage FROM (SELECT ['b', 'a'][1 + number % 2] AS c, " +
+		"toDateTime64(intDiv(number, 2) % 4 + {t0:UInt32}, 6, 'UTC') AS ts, toString(intDiv(number, 8) % 3) AS audit_id, " +
+		"['ResponseComplete', 'RequestReceived'][1 + intDiv(number, 24)] AS s FROM numbers(48) ARRAY JOIN [1, 2] AS copy) " +
+		"ORDER BY cityHash64(c, ts, audit_id, s, rand())"
+	for _, o := range []RowOrder{Ascending, Descending} {
+		queries := []Query{{SQL: sel, Params: Params{"t0": "0"}}, {SQL: sel, Params: Params{"t0": "100"}}}
+		for i := range queries {
+			queries[i].Rows = func(*Row) error { return nil }
+			queries[i].Order = o
+		}
+		if o == Descending {
+			queries[0], queries[1] = queries[1], queries[0]
+		}
+		var buf bytes.Buffer
+		if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, queries, &buf); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		d := &rowDecoder{fn: func(r *Row) error {
+			got = append(got, fmt.Sprintf("%03d/%s/%s/%s", r.Time.Unix(), r.AuditID, r.Stage, r.Cluster))
+			return nil
+		}}
+		if err := d.write(buf.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.end(); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(got)
+		slices.SortFunc(want, func(a, b string) int { // the keys' parts are of one width
+			if o == Descending {
+				return strings.Compare(b, a)
+			}
+			return strings.Compare(a, b)
+		})
+		want = slices.Compact(want)
+		if !slices.Equal(got, want) || len(got) != 2*48 {
+			t.Errorf("%v: rows %v, want %d sorted rows, each once: %v", o, got, 2*48, want)
+		}
+	}
+	mixed := []Query{{SQL: sel, Params: Params{"t0": "0"}, Rows: func(*Row) error { return nil }, Order: Ascending},
+		{SQL: sel, Params: Params{"t0": "1"}, Rows: func(*Row) error { return nil }}}
+	if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, mixed, io.Discard); err == nil || !strings.Contains(err.Error(), "Order") {
+		t.Errorf("queries of mixed orders: err %v, want them refused", err)
+	}
 }
