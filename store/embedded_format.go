@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -29,7 +30,7 @@ type Query struct {
 	// RowBinary. Either every query of a SelectFormat has one or none has.
 	Rows func(r *Row) error
 	// Order, with Rows, holds the query's rows until its end and sends
-	// them sorted by event (RowKey), a row with the key of the one before
+	// them sorted by event (see RowOrder), a row with the key of the one before
 	// it left out: the query then needs neither ORDER BY nor FINAL. The
 	// engine sorts a result by moving every column of it; here only the
 	// keys move. Unordered (the zero value) sends the rows as they come.
@@ -283,25 +284,30 @@ type heldRows struct {
 // chunk's room grows the chunk.
 const heldChunk = 1 << 20
 
-// heldRow is one row of heldRows: its key and where its RowBinary lies.
+// heldRow is one row of heldRows: its time, and where its key (audit ID,
+// stage and cluster, one after the other) and then its RowBinary lie in
+// its chunk. The keys' bytes sit in the chunks too: three strings of
+// their own per row were most of an export's allocations.
 type heldRow struct {
-	key      RowKey
-	chunk    int32
-	off, end int32
+	time                        int64 // microseconds, as the engine compares DateTime64(6)
+	chunk                       int32
+	off, idEnd, stageEnd, start int32 // key: [off, start); RowBinary: [start, end)
+	end                         int32
 }
 
-// RowKey is what Ordered rows are sorted by: an event and its time.
-type RowKey struct {
-	Time                    int64 // microseconds, as the engine compares DateTime64(6)
-	AuditID, Stage, Cluster string
+// compare orders rows by time, audit ID, stage and cluster, as ORDER BY ts,
+// audit_id, stage, cluster does.
+func (h *heldRows) compare(a, b *heldRow) int {
+	if c := cmp.Compare(a.time, b.time); c != 0 {
+		return c
+	}
+	ca, cb := h.chunks[a.chunk], h.chunks[b.chunk]
+	return cmp.Or(bytes.Compare(ca[a.off:a.idEnd], cb[b.off:b.idEnd]),
+		bytes.Compare(ca[a.idEnd:a.stageEnd], cb[b.idEnd:b.stageEnd]),
+		bytes.Compare(ca[a.stageEnd:a.start], cb[b.stageEnd:b.start]))
 }
 
-func (k RowKey) compare(o RowKey) int {
-	return cmp.Or(cmp.Compare(k.Time, o.Time), cmp.Compare(k.AuditID, o.AuditID),
-		cmp.Compare(k.Stage, o.Stage), cmp.Compare(k.Cluster, o.Cluster))
-}
-
-// add keeps r's columns cols, in RowBinary.
+// add keeps r's key and its columns cols, in RowBinary.
 func (h *heldRows) add(r *Row, cols []int) {
 	if h.used == 0 || cap(h.chunks[h.used-1])-len(h.chunks[h.used-1]) < heldChunk/16 {
 		if h.used == len(h.chunks) {
@@ -311,16 +317,19 @@ func (h *heldRows) add(r *Row, cols []int) {
 	}
 	c := h.used - 1
 	buf := h.chunks[c]
-	off := len(buf)
+	hr := heldRow{time: r.Time.UnixMicro(), chunk: int32(c), off: int32(len(buf))}
+	buf = append(buf, r.AuditID...)
+	hr.idEnd = int32(len(buf))
+	buf = append(buf, r.Stage...)
+	hr.stageEnd = int32(len(buf))
+	buf = append(buf, r.Cluster...)
+	hr.start = int32(len(buf))
 	for _, col := range cols {
 		buf = appendColumn(buf, r, col)
 	}
+	hr.end = int32(len(buf))
 	h.chunks[c] = buf
-	// The key's strings are copies: r's are the decoder's buffers.
-	h.rows = append(h.rows, heldRow{
-		key:   RowKey{Time: r.Time.UnixMicro(), AuditID: strings.Clone(r.AuditID), Stage: strings.Clone(r.Stage), Cluster: strings.Clone(r.Cluster)},
-		chunk: int32(c), off: int32(off), end: int32(len(buf)),
-	})
+	h.rows = append(h.rows, hr)
 }
 
 // writeSorted writes the rows' RowBinary to w in order o, a row with the
@@ -329,23 +338,24 @@ func (h *heldRows) add(r *Row, cols []int) {
 func (h *heldRows) writeSorted(w io.Writer, o RowOrder, out []byte) ([]byte, error) {
 	slices.SortStableFunc(h.rows, func(a, b heldRow) int {
 		if o == Descending {
-			return b.key.compare(a.key)
+			return h.compare(&b, &a)
 		}
-		return a.key.compare(b.key)
+		return h.compare(&a, &b)
 	})
-	for i, r := range h.rows {
-		if i > 0 && r.key == h.rows[i-1].key {
+	for i := range h.rows {
+		r := &h.rows[i]
+		if i > 0 && h.compare(r, &h.rows[i-1]) == 0 {
 			continue
 		}
-		out = append(out, h.chunks[r.chunk][r.off:r.end]...)
-		if len(out) >= rowTransformFlush || i == len(h.rows)-1 {
+		out = append(out, h.chunks[r.chunk][r.start:r.end]...)
+		if len(out) >= rowTransformFlush {
 			if _, err := w.Write(out); err != nil {
 				return out, err
 			}
 			out = out[:0]
 		}
 	}
-	if len(out) > 0 { // the last row was a copy
+	if len(out) > 0 {
 		_, err := w.Write(out)
 		return out[:0], err
 	}
@@ -357,7 +367,6 @@ func (h *heldRows) reset() {
 		h.chunks[i] = h.chunks[i][:0]
 	}
 	h.used = 0
-	clear(h.rows) // the keys' strings
 	h.rows = h.rows[:0]
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,13 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var meter *exportMeter
 	if *progress == "always" || (*progress == "auto" && isTerminal(stderr)) {
 		meter = startExportMeter(stderr, ef, cw, time.Now)
+	}
+	if ef == query.Parquet && os.Getenv("GOGC") == "" {
+		// A Parquet export holds a window of rows (~115 MB live on
+		// 50k events) beside the engine's writer: collecting at 50 %
+		// growth rather than 100 % kept the peak at 0.90-0.91 GiB
+		// instead of 0.95-1.10 on 800k events, at the same speed.
+		debug.SetGCPercent(50)
 	}
 	_, err = query.Export(ctx, st, f, ef, cw, cw.sent.Store)
 	if err == nil && out != nil {
