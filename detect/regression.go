@@ -263,7 +263,7 @@ func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Findi
 }
 
 // link marks the regressions that belong to a watch-loop finding already
-// stored (the watch-loop detector runs first): the same reflector, whose
+// stored (the Runner evaluates watch-loop first: Follows): the same reflector, whose
 // loop is one finding whatever stale resourceVersions it resumed from. They are the same incident,
 // so such a regression is no separate warning: it becomes information
 // that names the loop (Subjects.PartOf).
@@ -274,7 +274,7 @@ func (d *Regression) link(ctx context.Context, q Querier, fs []Finding) error {
 		if s.User == "system:apiserver" {
 			continue // a loopback loop is named by its apiserver, which this finding does not carry
 		}
-		loopOf[f.ID] = FindingID(WatchLoopName, f.Cluster, s.User, programName(s.UserAgent, s.User), "", s.APIGroup, s.Resource,
+		loopOf[f.ID] = watchLoopID(f.Cluster, s.User, programName(s.UserAgent, s.User), "", s.APIGroup, s.Resource,
 			s.Namespace, s.LabelSelector, s.FieldSelector)
 	}
 	if len(loopOf) == 0 {

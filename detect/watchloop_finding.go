@@ -10,14 +10,21 @@ import (
 	refl "github.com/auditlens/auditlens/internal/reflector"
 )
 
+// watchLoopID is the ID of the watch-loop finding of one reflector: its
+// cluster, client (user, program, and the apiserver instance of a loopback
+// client) and what it watches. watch-rv-regression names the loop its
+// regressions belong to by it.
+func watchLoopID(cluster, user, program, instance, apiGroup, resource, namespace, labelSelector, fieldSelector string) string {
+	return FindingID(WatchLoopName, cluster, user, program, instance, apiGroup, resource, namespace, labelSelector, fieldSelector)
+}
+
 // finding builds the finding of one loop from the window's evidence and
 // the totals of its history.
 func (d *WatchLoop) finding(ctx context.Context, q Querier, w Window, c *candidate, tot history, hd *head) (Finding, error) {
 	r := c.reflector
 	cl := c.client()
 	f := Finding{
-		ID: FindingID(WatchLoopName, r.Cluster, r.User, r.Program, r.Instance, r.APIGroup, r.Resource, r.Namespace,
-			r.LabelSelector, r.FieldSelector),
+		ID:       watchLoopID(r.Cluster, r.User, r.Program, r.Instance, r.APIGroup, r.Resource, r.Namespace, r.LabelSelector, r.FieldSelector),
 		Detector: WatchLoopName,
 		Cluster:  r.Cluster,
 		Severity: Critical,
