@@ -2,9 +2,6 @@ package detect
 
 import "context"
 
-// RequestTimeSQL is the request time the detectors use.
-const RequestTimeSQL = requestTimeSQL
-
 // HeartbeatNode is one node's heartbeats as the heartbeat-loss detector
 // counts them.
 type HeartbeatNode = hbNode

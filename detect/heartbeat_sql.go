@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	"github.com/auditlens/auditlens/internal/heartbeat"
 	"github.com/auditlens/auditlens/store"
 )
@@ -20,14 +21,12 @@ import (
 // copies a captured array for every element (quadratic memory: a node's
 // hour of heartbeats asked for hundreds of GiB).
 
-// requestTimeSQL is when a request was made, in microseconds: its
-// requestReceivedTimestamp, which every stage of it carries (so grouping on
-// it counts a request once), or the stage's time in logs without one
-// (audit.k8s.io/v1alpha1 and 1.8's v1beta1). A heartbeat's time
-// (heartbeat.TimeSQL) is its request time: TestHeartbeatDefinition holds
-// the two to one expression, since a node's other requests are compared
-// with its heartbeats' times.
-const requestTimeSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+// requestTimeSQL is when a request was made, in microseconds
+// (auditsql.RequestTime): every detector's request time, a heartbeat's
+// (heartbeat.TimeSQL) and a reflector read's start (reflector.StartSQL)
+// too, since a node's other requests are compared with its heartbeats'
+// times.
+const requestTimeSQL = auditsql.RequestTime
 
 // heartbeatNodesSQL returns, per node, its heartbeats' (package
 // internal/heartbeat says which requests are heartbeats) count, first and

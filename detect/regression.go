@@ -146,7 +146,7 @@ FROM (
                    any(label_selector) AS label_selector, any(field_selector) AS field_selector,
                    any(r_instance) AS instance,
                    if(max(r_list), 'list', any(verb)) AS r_verb, any(req_rv) AS rv, toUInt64OrZero(any(req_rv)) AS rvn,
-                   min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS start,
+                   min(` + requestTimeSQL + `) AS start,
                    argMin(stage, ts) AS stage, any(request_uri) AS uri, max(code) AS code
             FROM (SELECT *, request_uri, received_at, ` + apiserverInstanceSQL + ` AS r_instance, ` + isListSQL + ` AS r_list
                   FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE

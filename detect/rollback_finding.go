@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
@@ -42,7 +43,7 @@ LIMIT 1`
 // is not needed: requests are counted by audit ID.
 const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
        uniqExact(audit_id) AS n,
-       min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS first,
+       min(` + requestTimeSQL + `) AS first,
        max(toUnixTimestamp64Micro(ts)) AS last,
        argMin(audit_id, ts) AS first_id, argMin(stage, ts) AS first_stage, argMin(request_uri, ts) AS first_uri,
        argMin(verb, ts) AS first_verb,
@@ -50,7 +51,7 @@ const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) 
        max(code) AS max_code
 FROM audit_events
 WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {after:UInt64}
-  AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {from:DateTime64(6, 'UTC')}
+  AND ` + auditsql.RequestAt + ` >= {from:DateTime64(6, 'UTC')}
 GROUP BY user, user_agent, source_ip, resource, req_rv
 ORDER BY first, user, ip, resource, rv`
 
@@ -90,7 +91,7 @@ const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
                       'churn') AS kind
     FROM audit_events
     WHERE %WINDOW% AND cluster = {cluster:String} AND stage = 'ResponseComplete'
-      AND if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts) >= {since:DateTime64(6, 'UTC')}
+      AND ` + auditsql.RequestAt + ` >= {since:DateTime64(6, 'UTC')}
       AND ((verb IN ('update', 'patch') AND code = 409)
         OR (` + refl.ListSQL + ` AND user != 'system:apiserver')
         OR (verb IN ('create', 'delete') AND subresource = '' AND name != '' AND resource NOT IN ` + notChurn + `

@@ -120,7 +120,7 @@ FROM (
            any(toString(user_agent)) AS w_user_agent, any(toString(source_ip)) AS w_source_ip,
            any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
            any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
-           min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS w_start,
+           min(` + requestTimeSQL + `) AS w_start,
            argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, toUInt8(max(r_relist)) AS w_relist
     FROM (
         SELECT *, request_uri, received_at, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,

@@ -79,7 +79,7 @@ LIMIT 1 BY c.cluster, c.audit_id`
 // a status — a policy that records only RequestReceived — it may have
 // succeeded, and an explained write must never be blamed on a loop).
 const namedOwnerWritesSQL = `
-    SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS o_t
+    SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS o_t
     FROM audit_events
     WHERE %OWNERWINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
       AND verb IN ('delete', 'create', 'deletecollection') AND name != ''
@@ -91,7 +91,7 @@ const namedOwnerWritesSQL = `
 // (generateName, or a policy that omits the name) in the namespaces of
 // the churn: such a write explains the churn writes of its whole
 // namespace right after it. It is checked in Go (explainedUnnamed).
-const unnamedOwnerWritesSQL = `SELECT cluster, namespace, name, min(toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))) AS t
+const unnamedOwnerWritesSQL = `SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS t
 FROM audit_events
 WHERE %WINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
   AND verb IN ('delete', 'create', 'deletecollection') AND name = '' AND namespace IN {namespaces:Array(String)}

@@ -29,7 +29,11 @@
 // saw nothing.
 package heartbeat
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/auditlens/auditlens/internal/auditsql"
+)
 
 // UserPrefix starts the user name of every kubelet: system:node:<node>.
 const UserPrefix = "system:node:"
@@ -50,12 +54,9 @@ const FilterSQL = `resource IN ('leases', 'nodes') AND verb IN ('create', 'updat
 const NodeSQL = `substring(user, 13)`
 
 // TimeSQL is when a heartbeat was made, in microseconds: its request's
-// received time, which every stage of it carries, so that grouping by node
-// and TimeSQL counts a request once (ingest stores requestReceivedTimestamp,
-// or v1alpha1's and v1beta1's timestamp, else the stage's own time); the
-// stage's time when none is stored (Cloud Logging entries). It is the
-// request time every detector uses.
-const TimeSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+// received time (auditsql.RequestTime), which every stage of it carries,
+// so that grouping by node and TimeSQL counts a request once.
+const TimeSQL = auditsql.RequestTime
 
 // CountsSQL is the condition that a heartbeat request whose code (the
 // highest of its stages') is the SQL expression code counts: 2xx, 409 or

@@ -1,5 +1,7 @@
 package reflector
 
+import "github.com/auditlens/auditlens/internal/auditsql"
+
 // Reads and relists, once, for the relist detectors and their evidence.
 //
 // A read (ReadSQL) reads a collection or an object from its start: a
@@ -28,10 +30,9 @@ package reflector
 // r_epoch (when the request's namespace was last deleted before it, 0 if
 // never: EpochSQL), the rows being the client's requests of SeenSQL.
 
-// StartSQL is when a request was received, in microseconds since the
-// epoch: requestReceivedTimestamp, or the stage's own time where the log
-// has none (1.8's v1beta1). min() over a request's stages is its start.
-const StartSQL = `toUnixTimestamp64Micro(if(received_at > toDateTime64(0, 6, 'UTC'), least(received_at, ts), ts))`
+// StartSQL is when a request was received, in microseconds
+// (auditsql.RequestTime). min() over a request's stages is its start.
+const StartSQL = auditsql.RequestTime
 
 // ListSQL is true for a list of a collection from its start: a list
 // without a continue token (the further pages of a paginated list are
