@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/chunks"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -64,13 +65,13 @@ func TestSortedWindowChunks(t *testing.T) {
 	for i := range 5000 {
 		raw := fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("x", i%977))
 		if i == 1234 {
-			raw = fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("y", windowChunk+10))
+			raw = fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, strings.Repeat("y", chunks.Size+10))
 		}
 		rows = append(rows, store.Row{Cluster: "c", AuditID: fmt.Sprintf("id-%05d", i), Stage: "ResponseComplete",
 			Time: t0.Add(time.Duration(i) * time.Millisecond), Raw: raw})
 	}
 	var w sortedWindow
-	chunks := 0
+	nchunks := 0
 	for round := range 2 {
 		w.reset()
 		for i := len(rows) - 1; i >= 0; i-- {
@@ -88,12 +89,12 @@ func TestSortedWindowChunks(t *testing.T) {
 			}
 		}
 		if round == 0 {
-			chunks = len(w.chunks)
-			if chunks < 3 {
-				t.Fatalf("%d chunks: the test means to fill several", chunks)
+			nchunks = w.chunks.Len()
+			if nchunks < 3 {
+				t.Fatalf("%d chunks: the test means to fill several", nchunks)
 			}
-		} else if len(w.chunks) != chunks {
-			t.Errorf("filled again, the window has %d chunks, first %d", len(w.chunks), chunks)
+		} else if w.chunks.Len() != nchunks {
+			t.Errorf("filled again, the window has %d chunks, first %d", w.chunks.Len(), nchunks)
 		}
 	}
 }

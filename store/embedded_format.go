@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/auditlens/auditlens/internal/chunks"
 )
 
 // Query is one SELECT and its parameters.
@@ -271,18 +273,11 @@ func (t *rowTransform) flush() error {
 }
 
 // heldRows are the rows of one ordered query, encoded in RowBinary, in
-// chunks of heldChunk bytes kept from query to query rather than one
-// buffer: a buffer of a window's size grows by copying itself, and each
-// larger one is fresh memory to fault in.
+// chunks kept from query to query (internal/chunks).
 type heldRows struct {
-	chunks [][]byte
-	used   int // chunks[:used] hold this query's rows
+	chunks chunks.Chunks
 	rows   []heldRow
 }
-
-// heldChunk is the size of heldRows' chunks. A row longer than a
-// chunk's room grows the chunk.
-const heldChunk = 1 << 20
 
 // heldRow is one row of heldRows: its time, and where its key (audit ID,
 // stage and cluster, one after the other) and then its RowBinary lie in
@@ -301,22 +296,15 @@ func (h *heldRows) compare(a, b *heldRow) int {
 	if c := cmp.Compare(a.time, b.time); c != 0 {
 		return c
 	}
-	ca, cb := h.chunks[a.chunk], h.chunks[b.chunk]
-	return cmp.Or(bytes.Compare(ca[a.off:a.idEnd], cb[b.off:b.idEnd]),
-		bytes.Compare(ca[a.idEnd:a.stageEnd], cb[b.idEnd:b.stageEnd]),
-		bytes.Compare(ca[a.stageEnd:a.start], cb[b.stageEnd:b.start]))
+	ka, kb := h.chunks.Bytes(a.chunk, a.off, a.start), h.chunks.Bytes(b.chunk, b.off, b.start)
+	ia, ib := a.idEnd-a.off, b.idEnd-b.off
+	sa, sb := a.stageEnd-a.off, b.stageEnd-b.off
+	return cmp.Or(bytes.Compare(ka[:ia], kb[:ib]), bytes.Compare(ka[ia:sa], kb[ib:sb]), bytes.Compare(ka[sa:], kb[sb:]))
 }
 
 // add keeps r's key and its columns cols, in RowBinary.
 func (h *heldRows) add(r *Row, cols []int) {
-	if h.used == 0 || cap(h.chunks[h.used-1])-len(h.chunks[h.used-1]) < heldChunk/16 {
-		if h.used == len(h.chunks) {
-			h.chunks = append(h.chunks, make([]byte, 0, heldChunk))
-		}
-		h.used++
-	}
-	c := h.used - 1
-	buf := h.chunks[c]
+	c, buf := h.chunks.Next()
 	hr := heldRow{time: r.Time.UnixMicro(), chunk: int32(c), off: int32(len(buf))}
 	buf = append(buf, r.AuditID...)
 	hr.idEnd = int32(len(buf))
@@ -328,7 +316,7 @@ func (h *heldRows) add(r *Row, cols []int) {
 		buf = appendColumn(buf, r, col)
 	}
 	hr.end = int32(len(buf))
-	h.chunks[c] = buf
+	h.chunks.Put(c, buf)
 	h.rows = append(h.rows, hr)
 }
 
@@ -347,7 +335,7 @@ func (h *heldRows) writeSorted(w io.Writer, o RowOrder, out []byte) ([]byte, err
 		if i > 0 && h.compare(r, &h.rows[i-1]) == 0 {
 			continue
 		}
-		out = append(out, h.chunks[r.chunk][r.start:r.end]...)
+		out = append(out, h.chunks.Bytes(r.chunk, r.start, r.end)...)
 		if len(out) >= rowTransformFlush {
 			if _, err := w.Write(out); err != nil {
 				return out, err
@@ -363,10 +351,7 @@ func (h *heldRows) writeSorted(w io.Writer, o RowOrder, out []byte) ([]byte, err
 }
 
 func (h *heldRows) reset() {
-	for i := range h.chunks[:h.used] {
-		h.chunks[i] = h.chunks[i][:0]
-	}
-	h.used = 0
+	h.chunks.Reset()
 	h.rows = h.rows[:0]
 }
 
