@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -50,7 +49,7 @@ type RunnerConfig struct {
 	// Parallel is how many detectors an evaluation runs at once (default
 	// 1: one after the other). A detector that reads another's findings
 	// (Follower) starts once that one is stored. scan and detect, which
-	// evaluate once and have the machine to themselves, run two.
+	// evaluate once and have the machine to themselves, run one per core.
 	Parallel int
 }
 
@@ -88,45 +87,8 @@ func (c RunnerConfig) Validate() error {
 		}
 		seen[d.Name()] = true
 	}
-	return followCycle(c.Detectors)
-}
-
-// followCycle reports detectors that follow each other round in a circle:
-// none of them could run first.
-func followCycle(ds []Detector) error {
-	follows := map[string][]string{}
-	for _, d := range ds {
-		if f, ok := d.(Follower); ok {
-			follows[d.Name()] = f.Follows()
-		}
-	}
-	state := map[string]int8{}
-	var visit func(name string, path []string) error
-	visit = func(name string, path []string) error {
-		switch state[name] {
-		case 1:
-			return fmt.Errorf("detectors follow each other in a circle: %s", strings.Join(append(path, name), " → "))
-		case 2:
-			return nil
-		}
-		state[name] = 1
-		for _, next := range follows[name] {
-			if _, ok := follows[next]; !ok && !slices.ContainsFunc(ds, func(d Detector) bool { return d.Name() == next }) {
-				continue
-			}
-			if err := visit(next, append(path, name)); err != nil {
-				return err
-			}
-		}
-		state[name] = 2
-		return nil
-	}
-	for _, d := range ds {
-		if err := visit(d.Name(), nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := followOrder(c.Detectors)
+	return err
 }
 
 // Runner evaluates detectors over windows of stored events and keeps their
@@ -178,7 +140,8 @@ func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 		r.cfg.Logger.Debug("detector evaluated", "detector", d.Name(), "window", w.String(), "stored", outs[i].stored, "took", time.Since(start))
 	}
 	if r.cfg.Parallel == 1 {
-		for _, i := range followOrder(ds) {
+		order, _ := followOrder(ds) // Validate refused a circle
+		for _, i := range order {
 			run(i)
 			if outs[i].err != nil && ctx.Err() != nil {
 				break
@@ -202,34 +165,44 @@ func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 }
 
 // followOrder returns the indexes of ds in their order, each Follower
-// moved after the detectors in ds it follows.
-func followOrder(ds []Detector) []int {
+// moved after the detectors in ds it follows, or an error when some follow
+// each other round in a circle: none of them could run first.
+func followOrder(ds []Detector) ([]int, error) {
 	index := make(map[string]int, len(ds))
 	for i, d := range ds {
 		index[d.Name()] = i
 	}
 	order := make([]int, 0, len(ds))
 	state := make([]int8, len(ds)) // 0 new, 1 being placed, 2 placed
-	var place func(i int)
-	place = func(i int) {
-		if state[i] != 0 {
-			return // placed, or a cycle: Validate refuses those
+	var place func(i int, path []string) error
+	place = func(i int, path []string) error {
+		path = append(path, ds[i].Name())
+		switch state[i] {
+		case 1:
+			return fmt.Errorf("detectors follow each other in a circle: %s", strings.Join(path, " → "))
+		case 2:
+			return nil
 		}
 		state[i] = 1
 		if f, ok := ds[i].(Follower); ok {
 			for _, name := range f.Follows() {
 				if j, ok := index[name]; ok {
-					place(j)
+					if err := place(j, path); err != nil {
+						return err
+					}
 				}
 			}
 		}
 		state[i] = 2
 		order = append(order, i)
+		return nil
 	}
 	for i := range ds {
-		place(i)
+		if err := place(i, nil); err != nil {
+			return nil, err
+		}
 	}
-	return order
+	return order, nil
 }
 
 // runOrdered calls run(i) for each detector, at most parallel at once,
