@@ -176,6 +176,28 @@ func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn
 	return streamErr(sql, err, fnErr)
 }
 
+// Scan implements Scanner. The engine writes its result as
+// RowBinaryWithNamesAndTypes, decoded as it streams, on a goroutine of its
+// own as for SelectRows. Cancellation and parameters are as for Select.
+func (e *Embedded) Scan(ctx context.Context, sql string, params Params, bind func([]Column) ([]any, error), row func() error) error {
+	var fnErr error
+	d := &scanDecoder{bindFn: bind, row: func() error {
+		if err := row(); err != nil {
+			fnErr = err
+			return err
+		}
+		return nil
+	}}
+	s := rbStream{rows: d}
+	err := decodeAhead(func(take func([]byte) error) error {
+		return e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, take)
+	}, s.write)
+	if err == nil {
+		err = s.end()
+	}
+	return streamErr(sql, err, fnErr)
+}
+
 // aheadChunks is how many chunks of the engine's output decodeAhead holds
 // (the engine's chunks are ~1 MB, at most a few MB).
 const aheadChunks = 4

@@ -7,7 +7,6 @@ package store
 // forms (storedColumns, derived.go).
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -239,182 +238,63 @@ func rbMap(b []byte, m map[string]string) []byte {
 }
 
 // rowDecoder reads the embedded engine's RowBinaryWithNamesAndTypes output
-// into Rows, chunk by chunk as the engine streams it: the header (column
-// count, names, types) maps each result column to its Row field, then
-// rows follow in RowBinary, encoded as appendRowBinary encodes them. The
-// engine's streaming API formats each block as an output of its own, so a
-// chunk that starts at a row boundary may start with the header again,
-// which is skipped; a row that straddles two chunks is joined first.
+// into Rows (through an rbStream, which frames the output): the header's
+// columns map to Row fields, and each row is decoded as appendRowBinary
+// encodes it.
 type rowDecoder struct {
 	fn     func(r *Row) error
-	header []byte // the header as the first chunk had it
-	cols   []int  // per result column, its index in rowColumns
-	carry  []byte // the start of a row (or the header) whose end is in a later chunk
+	frames rbStream
+	cols   []int // per result column, its index in rowColumns
 	row    Row
 	// A string per value per row is most of what decoding allocates, and
 	// most values repeat: last holds, per result column, the last value
 	// of a String column, reused when the next row's bytes are the same;
 	// lc says which columns hold LowCardinality strings (few distinct
 	// values: verb, user, user agent, groups, annotation keys, …), whose
-	// values are kept in interned (up to maxInterned of them).
-	last     []string
-	lc       []bool
-	interned map[string]string
+	// values are kept in an interner.
+	last []string
+	lc   []bool
+	in   interner
 }
-
-// maxInterned bounds the distinct LowCardinality values a rowDecoder
-// keeps.
-const maxInterned = 4096
-
-// str returns v as a string, the interned one for a LowCardinality value.
-func (d *rowDecoder) str(v []byte, lc bool) string {
-	if !lc {
-		return string(v)
-	}
-	if s, ok := d.interned[string(v)]; ok { // no allocation to look up
-		return s
-	}
-	s := string(v)
-	if len(d.interned) < maxInterned {
-		if d.interned == nil {
-			d.interned = make(map[string]string)
-		}
-		d.interned[s] = s
-	}
-	return s
-}
-
-// errShort says the data ends within a row.
-var errShort = errors.New("the data ends within a row")
 
 // write decodes the rows of one chunk of output.
 func (d *rowDecoder) write(chunk []byte) error {
-	if d.cols == nil { // the header, perhaps over several chunks
-		data := chunk
-		if len(d.carry) > 0 {
-			d.carry = append(d.carry, chunk...)
-			data = d.carry
-		}
-		n, err := d.readHeader(data)
-		if errors.Is(err, errShort) {
-			if len(d.carry) == 0 {
-				d.carry = append(d.carry, chunk...)
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		d.header = bytes.Clone(data[:n])
-		d.carry = nil // data's memory is now rows' alone
-		return d.rows(data[n:])
-	}
-	if len(d.carry) > 0 {
-		// Finish the straddling row with as much of the chunk as it
-		// needs, growing the piece taken so a long row is copied a few
-		// times at most, and never the whole chunk for a short one.
-		base := len(d.carry)
-		for taken := 0; ; {
-			take := min(len(chunk)-taken, max(len(d.carry), 4<<10))
-			d.carry = append(d.carry, chunk[taken:taken+take]...)
-			taken += take
-			n, err := d.decode(d.carry)
-			if errors.Is(err, errShort) && taken < len(chunk) {
-				continue
-			}
-			if errors.Is(err, errShort) {
-				return nil // the row goes on in the next chunk
-			}
-			if err != nil {
-				return err
-			}
-			if err := d.fn(&d.row); err != nil {
-				return err
-			}
-			chunk = chunk[n-base:]
-			d.carry = d.carry[:0]
-			break
-		}
-	} else if bytes.HasPrefix(chunk, d.header) {
-		// A block's output of its own, header first. (A row that began
-		// with the header's bytes would need a first column value of
-		// exactly the header's shape; engine output is trusted.)
-		chunk = chunk[len(d.header):]
-	}
-	return d.rows(chunk)
-}
-
-// rows decodes the whole rows of data, keeping the start of a row that
-// does not end in it.
-func (d *rowDecoder) rows(data []byte) error {
-	for len(data) > 0 {
-		n, err := d.decode(data)
-		if errors.Is(err, errShort) {
-			d.carry = append(d.carry[:0], data...)
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := d.fn(&d.row); err != nil {
-			return err
-		}
-		data = data[n:]
-	}
-	return nil
+	d.frames.rows = d
+	return d.frames.write(chunk)
 }
 
 // end reports output that stopped within a row.
-func (d *rowDecoder) end() error {
-	if len(d.carry) > 0 {
-		return fmt.Errorf("the output ends within a row (%d bytes of it)", len(d.carry))
+func (d *rowDecoder) end() error { return d.frames.end() }
+
+// bind maps the result's columns to Row fields.
+func (d *rowDecoder) bind(names, types []string) error {
+	cols := make([]int, 0, len(names))
+	for i := range names {
+		c, err := resultColumn(names[i], types[i])
+		if err != nil {
+			return err
+		}
+		if slices.Contains(cols, c) {
+			return fmt.Errorf("result column %q twice", names[i])
+		}
+		cols = append(cols, c)
+	}
+	d.cols, d.last, d.lc = cols, make([]string, len(cols)), make([]bool, len(cols))
+	for k, c := range cols {
+		d.lc[k] = lowCardinality(rowColumns[c].typ)
 	}
 	return nil
 }
 
-// readHeader reads the header at the start of data, returning its length.
-func (d *rowDecoder) readHeader(data []byte) (int, error) {
-	rd := rbReader{b: data}
-	n := rd.uvarint()
-	if n > uint64(len(data)) {
-		rd.short = true
-	}
-	if rd.short {
-		return 0, errShort
-	}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = string(rd.bytes())
-	}
-	cols := make([]int, 0, n)
-	for i := range names {
-		typ := string(rd.bytes())
-		if rd.short {
-			return 0, errShort
-		}
-		c, err := resultColumn(names[i], typ)
-		if err != nil {
-			return 0, err
-		}
-		if slices.Contains(cols, c) {
-			return 0, fmt.Errorf("result column %q twice", names[i])
-		}
-		cols = append(cols, c)
-	}
-	if rd.short {
-		return 0, errShort
-	}
-	if len(cols) == 0 {
-		return 0, errors.New("a result without columns")
-	}
-	d.cols, d.last, d.lc = cols, make([]string, len(cols)), make([]bool, len(cols))
-	for k, c := range cols {
-		t := rowColumns[c].typ
-		d.lc[k] = strings.HasPrefix(t, "LowCardinality(") || strings.HasPrefix(t, "Array(LowCardinality(") ||
-			strings.HasPrefix(t, "Map(LowCardinality(")
-	}
-	return rd.i, nil
+// lowCardinality reports whether a column of type typ holds
+// LowCardinality strings, itself or as its elements or map keys.
+func lowCardinality(typ string) bool {
+	return strings.HasPrefix(typ, "LowCardinality(") || strings.HasPrefix(typ, "Array(LowCardinality(") ||
+		strings.HasPrefix(typ, "Map(LowCardinality(")
 }
+
+// emit hands the decoded row to fn.
+func (d *rowDecoder) emit() error { return d.fn(&d.row) }
 
 // decode reads the row at the start of data into d.row and returns its
 // length, or errShort.
@@ -426,7 +306,7 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 		case *string:
 			v := rd.bytes()
 			if string(v) != d.last[k] { // no allocation to compare
-				d.last[k] = d.str(v, d.lc[k])
+				d.last[k] = d.in.str(v, d.lc[k])
 			}
 			*p = d.last[k]
 		case *[]byte:
@@ -443,7 +323,7 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 			n := rd.count()
 			s := (*p)[:0]
 			for range n {
-				s = append(s, d.str(rd.bytes(), d.lc[k]))
+				s = append(s, d.in.str(rd.bytes(), d.lc[k]))
 			}
 			*p = s
 		case *map[string]string:
@@ -453,7 +333,7 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 			}
 			clear(*p)
 			for range n {
-				key := d.str(rd.bytes(), d.lc[k])
+				key := d.in.str(rd.bytes(), d.lc[k])
 				(*p)[key] = string(rd.bytes())
 			}
 		}
@@ -462,65 +342,4 @@ func (d *rowDecoder) decode(data []byte) (int, error) {
 		}
 	}
 	return rd.i, nil
-}
-
-// rbReader reads RowBinary values from b; reading past its end sets short
-// and yields zero values.
-type rbReader struct {
-	b     []byte
-	i     int
-	short bool
-}
-
-func (r *rbReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b[r.i:])
-	if n <= 0 {
-		r.short = true // the engine writes no overlong varint
-		r.i = len(r.b)
-		return 0
-	}
-	r.i += n
-	return v
-}
-
-// count reads an Array's or Map's length, which cannot exceed the bytes
-// left (every element takes one at least).
-func (r *rbReader) count() int {
-	n := r.uvarint()
-	if n > uint64(len(r.b)-r.i) {
-		r.short = true
-		r.i = len(r.b)
-		return 0
-	}
-	return int(n)
-}
-
-func (r *rbReader) bytes() []byte {
-	n := r.uvarint()
-	if n > uint64(len(r.b)-r.i) {
-		r.short = true
-		r.i = len(r.b)
-		return nil
-	}
-	v := r.b[r.i : r.i+int(n)]
-	r.i += int(n)
-	return v
-}
-
-// fixed reads a little-endian integer of size bytes (1, 4 or 8).
-func (r *rbReader) fixed(size int) uint64 {
-	if len(r.b)-r.i < size {
-		r.short = true
-		r.i = len(r.b)
-		return 0
-	}
-	b := r.b[r.i : r.i+size]
-	r.i += size
-	switch size {
-	case 1:
-		return uint64(b[0])
-	case 4:
-		return uint64(binary.LittleEndian.Uint32(b))
-	}
-	return binary.LittleEndian.Uint64(b)
 }

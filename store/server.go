@@ -267,6 +267,35 @@ func (s *server) SelectRows(ctx context.Context, sql string, params Params, fn f
 	}, func() error { return fn(&row) })
 }
 
+// Scan implements Scanner: the driver scans each result column straight
+// into its destination, which must be of the column's ValueType.
+// Cancellation is as for Select.
+func (s *server) Scan(ctx context.Context, sql string, params Params, bind func([]Column) ([]any, error), row func() error) error {
+	return s.each(ctx, sql, params, func(types []driver.ColumnType) ([]any, error) {
+		cols := make([]Column, len(types))
+		for i, t := range types {
+			cols[i] = Column{Name: t.Name(), Type: t.DatabaseTypeName()}
+		}
+		dests, err := bind(cols)
+		if err != nil {
+			return nil, err
+		}
+		if len(dests) != len(cols) {
+			return nil, fmt.Errorf("%d destinations for %d result columns", len(dests), len(cols))
+		}
+		for i, c := range cols {
+			vt, err := ValueType(c.Type)
+			if err != nil {
+				return nil, fmt.Errorf("result column %q: %w", c.Name, err)
+			}
+			if dt := reflect.TypeOf(dests[i]); dt == nil || dt.Kind() != reflect.Pointer || dt.Elem() != vt {
+				return nil, fmt.Errorf("result column %q of type %s: the destination is %T, want *%s", c.Name, c.Type, dests[i], vt)
+			}
+		}
+		return dests, nil
+	}, row)
+}
+
 // each runs sql, scans each result row into the destinations that setup
 // returns for the result's columns, and calls row after each scan. See
 // Select for how a query is stopped.
@@ -744,10 +773,7 @@ func timeLayout(t chType) (layout string, prec int, ok bool) {
 // encodeFunc appends the JSON form of v.
 type encodeFunc func(b []byte, v reflect.Value) []byte
 
-var (
-	timeType = reflect.TypeFor[time.Time]()
-	ipType   = reflect.TypeFor[net.IP]()
-)
+var ipType = reflect.TypeFor[net.IP]()
 
 // compileEncoder returns the encoder of values of ClickHouse type t as
 // clickhouse-go scans them. Every encoder writes null for a nil pointer or

@@ -33,6 +33,8 @@ type Store interface {
 	// Row column, or not of its column's type, fails the query before
 	// any row is read. Cancellation and errors are as for Select.
 	SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error
+	// Scanner reads results typed: see Each and Rows.
+	Scanner
 	// Insert appends rows to audit_events in one batch.
 	Insert(ctx context.Context, rows []Row) error
 	// Kind names the engine: "chdb" or "clickhouse".
