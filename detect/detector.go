@@ -8,10 +8,10 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// Querier runs a read-only query and calls fn once per result row, each
-// row one JSON object (ClickHouse JSONEachRow). store.Store provides it.
+// Querier runs a read-only query and decodes its rows typed (see
+// store.Each). store.Store provides it.
 type Querier interface {
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 }
 
 // Window is the stretch of events a detector reads: Since <= ts < Until,

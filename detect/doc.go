@@ -4,7 +4,7 @@
 // # Framework
 //
 // A [Detector] reads a [Window] of events (Since <= ts < Until, some or all
-// clusters) through a [Querier] — store.Store's Select, every value a
+// clusters) through a [Querier] — store.Store's typed reads, every value a
 // server-side {name:Type} parameter — and returns [Finding]s. A finding's ID
 // is a hash of the detector, the cluster and what identifies the incident
 // ([FindingID]; for the watch loop: the client, the resource and the static

@@ -123,7 +123,7 @@ func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, er
 // silencesSQL returns the stretches of at least {min} seconds in which a
 // cluster's audit feed holds no event at all, as [from, to) in
 // microseconds. Seconds with events are found by the engine.
-const silencesSQL = `SELECT cluster, arrayMap((a, b) -> ((a + 1) * 1000000, b * 1000000), from_s, to_s) AS silences
+const silencesSQL = `SELECT cluster, arrayMap((a, b) -> [(a + 1) * 1000000, b * 1000000], from_s, to_s) AS silences
 FROM (
     SELECT cluster, arraySort(groupArray(s)) AS secs, arrayPopFront(arrayDifference(secs)) AS steps,
            arrayFilter((a, d) -> d - 1 >= {min:Int64}, arrayPopBack(secs), steps) AS from_s,

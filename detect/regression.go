@@ -109,7 +109,7 @@ const isListSQL = refl.ListSQL
 // bench store this pass sorts every watch and list of the window (30M
 // rows): as tuples of (start, resourceVersion, is-list, hash of the audit
 // ID) it took 9.2-9.6 s.
-const suspectsSQL = `SELECT cluster, ident FROM (
+const suspectsSQL = `SELECT ident FROM (
     SELECT cluster, ` + reflectorKey + ` AS ident, arraySort(groupArray(` + suspectKeySQL + `)) AS s
     FROM audit_events
     WHERE %WINDOW% AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%

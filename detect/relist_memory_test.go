@@ -1,9 +1,13 @@
 package detect
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +15,94 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// cannedQuerier answers each query with the rows answer gives for it.
+// cannedQuerier answers each query with the rows answer gives for it:
+// values whose JSON form (an object; numbers as Int64 or Float64, arrays
+// of the first element's type) gives the result's columns and values.
 type cannedQuerier func(sql string, p store.Params) []any
 
-func (q cannedQuerier) Select(_ context.Context, sql string, p store.Params, fn func([]byte) error) error {
+func (q cannedQuerier) Scan(_ context.Context, sql string, p store.Params, bind func([]store.Column) ([]any, error), row func() error) error {
+	var (
+		names []string
+		dests []any
+	)
 	for _, r := range q(sql, p) {
 		b, err := json.Marshal(r)
 		if err != nil {
 			return err
 		}
-		if err := fn(b); err != nil {
+		d := json.NewDecoder(bytes.NewReader(b))
+		d.UseNumber()
+		var obj map[string]any
+		if err := d.Decode(&obj); err != nil {
 			return err
 		}
+		if names == nil {
+			names = slices.Sorted(maps.Keys(obj))
+			cols := make([]store.Column, len(names))
+			for i, n := range names {
+				cols[i] = store.Column{Name: n, Type: cannedType(obj[n])}
+			}
+			if dests, err = bind(cols); err != nil {
+				return err
+			}
+		}
+		for i, n := range names {
+			if err := cannedSet(reflect.ValueOf(dests[i]).Elem(), obj[n]); err != nil {
+				return fmt.Errorf("column %s: %w", n, err)
+			}
+		}
+		if err := row(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cannedType is the ClickHouse type of a JSON value.
+func cannedType(v any) string {
+	switch v := v.(type) {
+	case json.Number:
+		if _, err := v.Int64(); err == nil {
+			return "Int64"
+		}
+		return "Float64"
+	case bool:
+		return "Bool"
+	case []any:
+		if len(v) == 0 {
+			return "Array(String)"
+		}
+		return "Array(" + cannedType(v[0]) + ")"
+	}
+	return "String"
+}
+
+// cannedSet stores the JSON value v in dst, of its cannedType's Go type.
+func cannedSet(dst reflect.Value, v any) error {
+	switch v := v.(type) {
+	case json.Number:
+		if dst.CanInt() {
+			n, err := v.Int64()
+			dst.SetInt(n)
+			return err
+		}
+		f, err := v.Float64()
+		dst.SetFloat(f)
+		return err
+	case bool:
+		dst.SetBool(v)
+	case string:
+		dst.SetString(v)
+	case []any:
+		s := reflect.MakeSlice(dst.Type(), len(v), len(v))
+		for i := range v {
+			if err := cannedSet(s.Index(i), v[i]); err != nil {
+				return err
+			}
+		}
+		dst.Set(s)
+	default:
+		return fmt.Errorf("no canned column for %T", v)
 	}
 	return nil
 }

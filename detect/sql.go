@@ -2,7 +2,6 @@ package detect
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -35,16 +34,9 @@ func windowParams(w Window, p store.Params) string {
 // toUnixTimestamp64Micro) to a UTC time.
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// selectRows runs sql and decodes each row into a new T.
+// selectRows runs sql and decodes each row into a new T (store.Each).
 func selectRows[T any](ctx context.Context, q Querier, what, sql string, p store.Params, fn func(T) error) error {
-	err := q.Select(ctx, sql, p, func(row []byte) error {
-		var v T
-		if err := json.Unmarshal(row, &v); err != nil {
-			return fmt.Errorf("decoding a row of %s: %w", what, err)
-		}
-		return fn(v)
-	})
-	if err != nil {
+	if err := store.Each(ctx, q, sql, p, fn); err != nil {
 		return fmt.Errorf("selecting %s: %w", what, err)
 	}
 	return nil

@@ -28,8 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-json"
-
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -42,7 +40,7 @@ var ErrNotEngineReadable = errors.New("not readable by the engine alone")
 // whose file() reads local files.
 type EngineStore interface {
 	Exec(ctx context.Context, sql string, params store.Params) error
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 }
 
 // engineFields is the structure file() reads of each line: the fields
@@ -216,15 +214,16 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 		}
 		stats.Lines += lines
 	}
-	var sum struct {
-		N     int64 `json:"n"`
-		Keys  int64 `json:"keys"`
-		First int64 `json:"first"`
-		Last  int64 `json:"last"`
+	type summary struct {
+		N     int64 `ch:"n"`
+		Keys  int64 `ch:"keys"`
+		First int64 `ch:"first"`
+		Last  int64 `ch:"last"`
 	}
-	err := st.Select(ctx, `SELECT count() AS n, uniqExact(audit_id, stage) AS keys,
+	var sum summary
+	err := store.Each(ctx, st, `SELECT count() AS n, uniqExact(audit_id, stage) AS keys,
   toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last FROM audit_events`, nil,
-		func(row []byte) error { return json.Unmarshal(row, &sum) })
+		func(r summary) error { sum = r; return nil })
 	if err != nil {
 		return ImportStats{}, fmt.Errorf("summing up the load: %w", err)
 	}
@@ -286,12 +285,12 @@ func LogBytes(files []string) int64 {
 
 // selectCount runs sql, which returns one row with a count n.
 func selectCount(ctx context.Context, st EngineStore, sql string, p store.Params, n *int64) error {
-	var row struct {
-		N int64 `json:"n"`
-	}
-	err := st.Select(ctx, sql, p, func(b []byte) error { return json.Unmarshal(b, &row) })
-	*n = row.N
-	return err
+	return store.Each(ctx, st, sql, p, func(r struct {
+		N int64 `ch:"n"`
+	}) error {
+		*n = r.N
+		return nil
+	})
 }
 
 // engineSize is what engineInput learnt of a file.

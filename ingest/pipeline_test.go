@@ -201,11 +201,11 @@ func (d *downStore) Insert(ctx context.Context, rows []store.Row) error {
 	return d.Store.Insert(ctx, rows)
 }
 
-func (d *downStore) Select(ctx context.Context, sql string, p store.Params, fn func([]byte) error) error {
+func (d *downStore) Scan(ctx context.Context, sql string, p store.Params, bind func([]store.Column) ([]any, error), row func() error) error {
 	if d.down.Load() {
 		return errors.New("dial tcp 127.0.0.1:9000: connection refused")
 	}
-	return d.Store.Select(ctx, sql, p, fn)
+	return d.Store.Scan(ctx, sql, p, bind, row)
 }
 
 // TestRunSpoolResumesWhenStoreReturns: while the store is away the writer

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,7 @@ import (
 // Store is what the writer needs from the storage engine.
 type Store interface {
 	Insert(ctx context.Context, rows []store.Row) error
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 }
 
 // WriterConfig configures a Writer.
@@ -246,21 +245,17 @@ func (w *Writer) dedup(ctx context.Context, rows []store.Row) ([]store.Row, erro
 	}
 	stored := map[store.Key]struct{}{}
 	for cluster, win := range byCluster {
-		err := w.st.Select(ctx, `SELECT audit_id, stage FROM audit_events
+		err := store.Each(ctx, w.st, `SELECT audit_id, stage FROM audit_events
 WHERE cluster = {cluster:String}
   AND ts >= {from:DateTime64(6, 'UTC')} AND ts <= {to:DateTime64(6, 'UTC')}`,
 			store.Params{
 				"cluster": store.StringParam(cluster),
 				"from":    store.TimeParam(win.from.Add(-dedupSlack)),
 				"to":      store.TimeParam(win.to.Add(dedupSlack)),
-			}, func(row []byte) error {
-				var r struct {
-					AuditID string `json:"audit_id"`
-					Stage   string `json:"stage"`
-				}
-				if err := json.Unmarshal(row, &r); err != nil {
-					return err
-				}
+			}, func(r struct {
+				AuditID string `ch:"audit_id"`
+				Stage   string `ch:"stage"`
+			}) error {
 				k := store.Key{Cluster: cluster, AuditID: r.AuditID, Stage: r.Stage}
 				if _, ok := seen[k]; ok {
 					stored[k] = struct{}{}
@@ -304,7 +299,7 @@ func (w *Writer) wait(ctx context.Context, d time.Duration) error {
 			return nil
 		case <-tick.C:
 			pctx, cancel := context.WithTimeout(ctx, w.cfg.ProbeEvery)
-			err := w.st.Select(pctx, "SELECT 1", nil, func([]byte) error { return nil })
+			err := store.Each(pctx, w.st, "SELECT 1", nil, func(uint8) error { return nil })
 			cancel()
 			switch {
 			case err != nil:

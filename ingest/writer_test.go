@@ -28,7 +28,7 @@ func (c *captureStore) Insert(_ context.Context, rows []store.Row) error {
 	return nil
 }
 
-func (c *captureStore) Select(context.Context, string, store.Params, func([]byte) error) error {
+func (c *captureStore) Scan(context.Context, string, store.Params, func([]store.Column) ([]any, error), func() error) error {
 	return nil
 }
 

@@ -29,7 +29,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -48,7 +47,7 @@ var files embed.FS
 // Execer is what the migrator needs from a store.
 type Execer interface {
 	Exec(ctx context.Context, sql string, params store.Params) error
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 }
 
 // Config selects the schema variant.
@@ -141,13 +140,9 @@ ENGINE = {{.Engine "ReplacingMergeTree"}} ORDER BY version`)
 		}
 	}
 	applied := map[int]bool{}
-	err = ex.Select(ctx, "SELECT version FROM "+t.DB()+"schema_migrations FINAL", nil, func(row []byte) error {
-		var r struct {
-			Version int `json:"version"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return err
-		}
+	err = store.Each(ctx, ex, "SELECT version FROM "+t.DB()+"schema_migrations FINAL", nil, func(r struct {
+		Version int `json:"version"`
+	}) error {
 		applied[r.Version] = true
 		return nil
 	})
@@ -214,12 +209,8 @@ func (t *templater) renamed(ctx context.Context, ex Execer, stmt string) (bool, 
 		db, params["db"] = "{db:String}", t.cfg.Database
 	}
 	n := 0
-	err := ex.Select(ctx, "SELECT count() AS n FROM system.columns WHERE database = "+db+" AND table = {t:String} AND name = {c:String}", params,
-		func(row []byte) error {
-			var r struct{ N int }
-			if err := json.Unmarshal(row, &r); err != nil {
-				return err
-			}
+	err := store.Each(ctx, ex, "SELECT count() AS n FROM system.columns WHERE database = "+db+" AND table = {t:String} AND name = {c:String}", params,
+		func(r struct{ N int }) error {
 			n = r.N
 			return nil
 		})
@@ -257,13 +248,9 @@ func Render(cfg Config) ([]string, error) {
 // currentDatabase returns the database the connection uses.
 func currentDatabase(ctx context.Context, ex Execer) (string, error) {
 	var db string
-	err := ex.Select(ctx, "SELECT currentDatabase() AS db", nil, func(row []byte) error {
-		var r struct {
-			DB string `json:"db"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return err
-		}
+	err := store.Each(ctx, ex, "SELECT currentDatabase() AS db", nil, func(r struct {
+		DB string `json:"db"`
+	}) error {
 		db = r.DB
 		return nil
 	})

@@ -141,9 +141,14 @@ func (r *recorder) Exec(_ context.Context, sql string, _ store.Params) error {
 	return nil
 }
 
-func (r *recorder) Select(_ context.Context, sql string, _ store.Params, fn func([]byte) error) error {
+func (r *recorder) Scan(_ context.Context, sql string, _ store.Params, bind func([]store.Column) ([]any, error), row func() error) error {
 	if strings.Contains(sql, "currentDatabase()") {
-		return fn([]byte(`{"db":"` + r.db + `"}`))
+		dests, err := bind([]store.Column{{Name: "db", Type: "String"}})
+		if err != nil {
+			return err
+		}
+		*dests[0].(*string) = r.db
+		return row()
 	}
 	return nil // no migration applied yet
 }

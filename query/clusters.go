@@ -2,8 +2,9 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+
+	"github.com/auditlens/auditlens/store"
 )
 
 // Clusters lists the cluster names events were stored for, in order. It
@@ -12,13 +13,9 @@ import (
 // that ask often keep the answer for a while.
 func Clusters(ctx context.Context, st Selecter) ([]string, error) {
 	out := []string{}
-	err := st.Select(ctx, "SELECT DISTINCT cluster AS c FROM audit_events ORDER BY c", nil, func(row []byte) error {
-		var r struct {
-			C string `json:"c"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a cluster name: %w", err)
-		}
+	err := store.Each(ctx, st, "SELECT DISTINCT cluster AS c FROM audit_events ORDER BY c", nil, func(r struct {
+		C string `json:"c"`
+	}) error {
 		out = append(out, r.C)
 		return nil
 	})

@@ -12,11 +12,11 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// Selecter runs queries: Select hands each result row as one JSON object,
+// Selecter runs queries: Scan decodes rows typed (see store.Each),
 // SelectRows (what Events and Export read events with) decodes rows of
 // audit_events columns into a store.Row. store.Store provides it.
 type Selecter interface {
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 	SelectRows(ctx context.Context, sql string, params store.Params, fn func(r *store.Row) error) error
 }
 

@@ -3,7 +3,6 @@ package query
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,14 +37,18 @@ func (s *fakeSelecter) SelectRows(ctx context.Context, sql string, params store.
 	return s.err
 }
 
-// Select returns each row's key and raw event as JSON.
-func (s *fakeSelecter) Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error {
+// Scan returns each row's key and raw event.
+func (s *fakeSelecter) Scan(ctx context.Context, sql string, params store.Params, bind func([]store.Column) ([]any, error), row func() error) error {
+	dests, err := bind([]store.Column{{Name: "cluster", Type: "String"}, {Name: "audit_id", Type: "String"},
+		{Name: "stage", Type: "String"}, {Name: "raw", Type: "String"}})
+	if err != nil {
+		return err
+	}
 	return s.SelectRows(ctx, sql, params, func(r *store.Row) error {
-		b, err := json.Marshal(map[string]string{"cluster": r.Cluster, "audit_id": r.AuditID, "stage": r.Stage, "raw": string(r.Raw)})
-		if err != nil {
-			return err
+		for i, v := range []string{r.Cluster, r.AuditID, r.Stage, string(r.Raw)} {
+			*dests[i].(*string) = v
 		}
-		return fn(b)
+		return row()
 	})
 }
 

@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -133,11 +132,7 @@ func NodeHeartbeats(ctx context.Context, st Selecter, opt HeartbeatOptions) (Hea
 GROUP BY n
 ORDER BY n
 LIMIT {others:UInt32}`
-		err := st.Select(ctx, sql, p, func(row []byte) error {
-			var r struct{ N string }
-			if err := json.Unmarshal(row, &r); err != nil {
-				return fmt.Errorf("decoding a node row: %w", err)
-			}
+		err := store.Each(ctx, st, sql, p, func(r struct{ N string }) error {
 			others = append(others, r.N)
 			return nil
 		})
@@ -165,15 +160,11 @@ GROUP BY n, t
 HAVING ` + heartbeat.CountsSQL("cd") + `
 ORDER BY n, t, id
 LIMIT {per:UInt32} BY n`
-	err := st.Select(ctx, sql, bp, func(row []byte) error {
-		var r struct {
-			N, ID, Res, Vb string
-			T              int64
-			Cd             int32
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a heartbeat row: %w", err)
-		}
+	err := store.Each(ctx, st, sql, bp, func(r struct {
+		N, ID, Res, Vb string
+		T              int64
+		Cd             int32
+	}) error {
 		i, ok := at[r.N]
 		if !ok {
 			return nil

@@ -3,11 +3,12 @@ package query
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/auditlens/auditlens/store"
 )
 
 // Dimensions are the event fields a histogram can be stacked by and that
@@ -171,15 +172,11 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 	}
 	cells := map[string][]cell{}
 	totals := map[string]int64{}
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var r struct {
-			B uint32 `json:"b"`
-			K string `json:"k"`
-			N int64  `json:"n"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a histogram row: %w", err)
-		}
+	err := store.Each(ctx, st, sql, p, func(r struct {
+		B uint32 `json:"b"`
+		K string `json:"k"`
+		N int64  `json:"n"`
+	}) error {
 		if int(r.B) >= n {
 			return nil // cannot happen: ts < until
 		}
@@ -254,14 +251,10 @@ func values(ctx context.Context, st Selecter, f Filter, field string, rollup boo
 	sql := countSQL(f, col+" AS v", "v", rollup && useRollup(f, field, 0), p) + "\nORDER BY n DESC, v\nLIMIT {limit:UInt32}"
 	p["limit"] = strconv.Itoa(f.limit())
 	out := []Value{}
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var r struct {
-			V string `json:"v"`
-			N int64  `json:"n"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a value row: %w", err)
-		}
+	err := store.Each(ctx, st, sql, p, func(r struct {
+		V string `json:"v"`
+		N int64  `json:"n"`
+	}) error {
 		out = append(out, Value{r.V, r.N})
 		return nil
 	})

@@ -3,7 +3,6 @@ package query
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -211,15 +210,11 @@ GROUP BY c, id
 ORDER BY t DESC, id DESC
 LIMIT {limit:UInt32}`
 	p["limit"] = strconv.Itoa(limit + 1)
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var r struct {
-			C, API, ID, St, Vb, Us, UA, IP, Rrv, Orv, Qrv, Sub, URI string
-			T                                                       int64
-			Cd                                                      int32
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a history row: %w", err)
-		}
+	err := store.Each(ctx, st, sql, p, func(r struct {
+		C, API, ID, St, Vb, Us, UA, IP, Rrv, Orv, Qrv, Sub, URI string
+		T                                                       int64
+		Cd                                                      int32
+	}) error {
 		t := time.UnixMicro(r.T).UTC()
 		rv := cmp.Or(r.Rrv, r.Orv, r.Qrv)
 		h.Events = append(h.Events, ObjectEvent{Time: t, Cluster: r.C, APIServer: r.API, AuditID: r.ID, Stage: r.St, Verb: r.Vb,
@@ -261,23 +256,17 @@ GROUP BY c, id
 HAVING` + watchesHaving + `
 ORDER BY start_ts, id
 LIMIT {limit:UInt32}`
-	err = st.Select(ctx, wsql, wp, func(row []byte) error {
-		var r struct {
-			C, API, ID, Res, Us, UA, IP, NS, RV, LS, FS string
-			SUs                                         int64 `json:"s_us"`
-			EUs                                         int64 `json:"e_us"`
-			Ended                                       bool
-			Cd                                          int32
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a watch row: %w", err)
-		}
+	err = store.Each(ctx, st, wsql, wp, func(r struct {
+		C, API, ID, Res, Us, UA, IP, NS, RV, LS, FS string
+		Start                                       time.Time `ch:"start_ts"`
+		End                                         time.Time `ch:"end_ts"`
+		Ended                                       bool
+		Cd                                          int32
+	}) error {
 		w := Watch{Cluster: r.C, APIServer: r.API, AuditID: r.ID, Resource: r.Res, User: r.Us, UserAgent: r.UA, SourceIP: r.IP, Namespace: r.NS,
-			ResourceVersion: r.RV, LabelSelector: r.LS, FieldSelector: r.FS, Code: r.Cd}
-		w.Start = time.UnixMicro(r.SUs).UTC()
+			ResourceVersion: r.RV, LabelSelector: r.LS, FieldSelector: r.FS, Code: r.Cd, Start: r.Start}
 		if r.Ended {
-			end := time.UnixMicro(r.EUs).UTC()
-			w.End = &end
+			w.End = &r.End
 		}
 		h.Watches = append(h.Watches, w)
 		return nil
@@ -301,7 +290,6 @@ WHERE cluster IN {clusters:Array(String)} AND resource IN {resources:Array(Strin
 
 // watchSpanCols are a watch's start and end, grouped by audit ID.
 const watchSpanCols = `min(ts) AS start_ts, maxIf(ts, stage IN ('ResponseComplete', 'Panic')) AS end_ts,
-	toUnixTimestamp64Micro(start_ts) AS s_us, toUnixTimestamp64Micro(end_ts) AS e_us,
 	toBool(countIf(stage IN ('ResponseComplete', 'Panic')) > 0) AS ended`
 
 // Kept: the watches open at some time between the first and last event.
@@ -311,7 +299,8 @@ const watchesHaving = ` start_ts <= {to:DateTime64(6, 'UTC')} AND (NOT ended OR 
 // and keeps the latest {per} of each (groupArraySorted of the negated
 // start: bounded memory however many watches a watcher made), the
 // {watchers} most active watchers.
-const watchersSQL = `SELECT c, toString(ident) AS ident, any(w_user) AS us, argMax(w_ua, s_us) AS ua, any(w_program) AS prog,
+const watchersSQL = `SELECT * EXCEPT (recent) FROM (
+SELECT c, toString(ident) AS ident, any(w_user) AS us, argMax(w_ua, s_us) AS ua, any(w_program) AS prog,
 	any(w_instance) AS inst, any(w_group) AS grp, any(w_res) AS res, any(w_ns) AS ns, any(w_ls) AS ls, any(w_fs) AS fs,
 	arraySort(groupUniqArray(16)(w_ip)) AS ips, count() AS n, uniqExact(w_rv) AS rvs, min(s_us) AS first_us, max(s_us) AS last_us,
 	groupArraySorted({per:UInt32})((-s_us, id, w_rv, e_us, ended, cd, api, w_ip)) AS recent,
@@ -324,14 +313,16 @@ FROM (
 		any(req_rv) AS w_rv, any(label_selector) AS w_ls, any(field_selector) AS w_fs,
 		any(` + reflector.ProgramSQL + `) AS w_program, any(` + reflector.InstanceSQL + `) AS w_instance,
 		any(` + reflector.IdentSQL + `) AS ident,
-		` + watchSpanCols + `, max(code) AS cd
+		` + watchSpanCols + `, toUnixTimestamp64Micro(start_ts) AS s_us, toUnixTimestamp64Micro(end_ts) AS e_us, max(code) AS cd
 	FROM audit_events` + watchesWhere + `
 	GROUP BY c, id
 	HAVING` + watchesHaving + `
 )
 GROUP BY c, ident
 ORDER BY n DESC, first_us, ident
-LIMIT {watchers:UInt32}`
+LIMIT {watchers:UInt32}
+)
+ORDER BY n DESC, first_us, ident`
 
 // watchers fills h.Watchers from the parameters of the watches query.
 func watchers(ctx context.Context, st Selecter, wp store.Params, h *History) error {
@@ -339,25 +330,21 @@ func watchers(ctx context.Context, st Selecter, wp store.Params, h *History) err
 	maps.Copy(p, wp)
 	p["per"] = strconv.Itoa(MaxWatcherRestarts)
 	p["watchers"] = strconv.Itoa(MaxHistoryWatchers + 1)
-	err := st.Select(ctx, watchersSQL, p, func(row []byte) error {
-		var r struct {
-			C, Ident, Us, UA, Prog, Inst, Grp, Res, NS, LS, FS string
-			IPs                                                []string
-			N, RVs                                             int
-			FirstUs                                            int64    `json:"first_us"`
-			LastUs                                             int64    `json:"last_us"`
-			RStart                                             []int64  `json:"r_start"`
-			RID                                                []string `json:"r_id"`
-			RRV                                                []string `json:"r_rv"`
-			REnd                                               []int64  `json:"r_end"`
-			REnded                                             []bool   `json:"r_ended"`
-			RCode                                              []int32  `json:"r_code"`
-			RAPI                                               []string `json:"r_api"`
-			RIP                                                []string `json:"r_ip"`
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a watcher row: %w", err)
-		}
+	err := store.Each(ctx, st, watchersSQL, p, func(r struct {
+		C, Ident, Us, UA, Prog, Inst, Grp, Res, NS, LS, FS string
+		IPs                                                []string
+		N, RVs                                             int
+		FirstUs                                            int64    `json:"first_us"`
+		LastUs                                             int64    `json:"last_us"`
+		RStart                                             []int64  `json:"r_start"`
+		RID                                                []string `json:"r_id"`
+		RRV                                                []string `json:"r_rv"`
+		REnd                                               []int64  `json:"r_end"`
+		REnded                                             []bool   `json:"r_ended"`
+		RCode                                              []int32  `json:"r_code"`
+		RAPI                                               []string `json:"r_api"`
+		RIP                                                []string `json:"r_ip"`
+	}) error {
 		k := len(r.RStart)
 		if len(r.RID) != k || len(r.RRV) != k || len(r.REnd) != k || len(r.REnded) != k || len(r.RCode) != k || len(r.RAPI) != k || len(r.RIP) != k {
 			return fmt.Errorf("a watcher row with %d starts and other lengths", k)

@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -56,15 +55,15 @@ const MaxRVLineSpan = 7 * 24 * time.Hour
 // request's columns. Non-numeric resourceVersions (an aggregated API's
 // own) and "0" (any version) count as none.
 const rvLineSQL = `SELECT toUInt32(intDiv(toUnixTimestamp64Milli(ts) - {start_ms:Int64}, {step_ms:Int64})) AS b,
-	toString(max(if(code >= 200 AND code < 300,
-		greatest(toUInt64OrZero(response_rv), toUInt64OrZero(object_rv), if(verb = 'list', toUInt64OrZero(req_rv), 0)), 0))) AS head,
-	toString(max(if(verb = 'watch', toUInt64OrZero(req_rv), 0))) AS asked
+	max(if(code >= 200 AND code < 300,
+		greatest(toUInt64OrZero(response_rv), toUInt64OrZero(object_rv), if(verb = 'list', toUInt64OrZero(req_rv), 0)), 0)) AS head,
+	max(if(verb = 'watch', toUInt64OrZero(req_rv), 0)) AS asked
 FROM audit_events
 WHERE cluster = {cluster:String}
   AND ts >= {since:DateTime64(6, 'UTC')} AND ts < {until:DateTime64(6, 'UTC')}
   AND (response_rv != '' OR object_rv != '' OR req_rv != '')
 GROUP BY b
-HAVING head != '0' OR asked != '0'
+HAVING head != 0 OR asked != 0
 ORDER BY b`
 
 // ResourceVersionLine returns the highest resourceVersion per time bucket
@@ -94,23 +93,11 @@ func ResourceVersionLine(ctx context.Context, st Selecter, opt RVLineOptions) (R
 		"start_ms": strconv.FormatInt(start.UnixMilli(), 10),
 		"step_ms":  strconv.FormatInt(l.StepMS, 10),
 	}
-	err := st.Select(ctx, rvLineSQL, p, func(row []byte) error {
-		var r struct {
-			B           uint32
-			Head, Asked string // UInt64 as text: JSON numbers lose precision past 2^53
-		}
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding a resourceVersion row: %w", err)
-		}
-		b := RVBucket{T: start.Add(time.Duration(r.B) * step)}
-		var err error
-		if b.Head, err = strconv.ParseUint(r.Head, 10, 64); err != nil {
-			return fmt.Errorf("resourceVersion %q: %w", r.Head, err)
-		}
-		if b.Asked, err = strconv.ParseUint(r.Asked, 10, 64); err != nil {
-			return fmt.Errorf("resourceVersion %q: %w", r.Asked, err)
-		}
-		l.Buckets = append(l.Buckets, b)
+	err := store.Each(ctx, st, rvLineSQL, p, func(r struct {
+		B           uint32
+		Head, Asked uint64
+	}) error {
+		l.Buckets = append(l.Buckets, RVBucket{T: start.Add(time.Duration(r.B) * step), Head: r.Head, Asked: r.Asked})
 		return nil
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package query
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -136,11 +135,7 @@ func countPer(ctx context.Context, st Selecter, f Filter, secs int) ([]bucket, e
 // returns the buckets, each width wide.
 func selectBuckets(ctx context.Context, st Selecter, sql string, p store.Params, at func(int64) time.Time, width time.Duration) ([]bucket, error) {
 	var out []bucket
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var r struct{ T, N int64 }
-		if err := json.Unmarshal(row, &r); err != nil {
-			return fmt.Errorf("decoding an event count: %w", err)
-		}
+	err := store.Each(ctx, st, sql, p, func(r struct{ T, N int64 }) error {
 		out = append(out, bucket{start: at(r.T).UTC(), width: width, n: r.N})
 		return nil
 	})

@@ -20,7 +20,7 @@ import (
 // Store is what reports need from the storage engine.
 type Store interface {
 	Exec(ctx context.Context, sql string, params store.Params) error
-	Select(ctx context.Context, sql string, params store.Params, fn func(row []byte) error) error
+	store.Scanner
 }
 
 // FindingLister lists stored findings; *detect.Repository is one.
@@ -359,7 +359,7 @@ func (r *Report) events(ctx context.Context, st Store, cfg Config) error {
 	// counting of fixed-size keys is about twice as fast as of strings
 	// (a 24h report over 10M events: 8.4 s → 4.3-5.0 s), and two of ten
 	// million UUIDs collide with a probability of ~3e-6.
-	err := selectJSON(ctx, st, "event volume", `SELECT {origin:Int64} + intDiv(toUnixTimestamp(ts) - {origin:Int64}, {step:UInt32}) * {step:UInt32} AS b,
+	err := selectRows(ctx, st, "event volume", `SELECT {origin:Int64} + intDiv(toUnixTimestamp(ts) - {origin:Int64}, {step:UInt32}) * {step:UInt32} AS b,
        verb, uniqExact(cityHash64(audit_id)) AS n
 FROM audit_events WHERE `+cond+`
 GROUP BY b, verb ORDER BY b, verb`, p, func(row struct {
@@ -387,7 +387,7 @@ GROUP BY b, verb ORDER BY b, verb`, p, func(row struct {
 		q := `SELECT ` + t.col + ` AS name, uniqExact(cityHash64(audit_id)) AS requests, uniqExactIf(cityHash64(audit_id), code >= 400) AS errors
 FROM audit_events WHERE ` + cond + `
 GROUP BY name`
-		err := selectJSON(ctx, st, "top "+t.col+"s", q, p, func(x Talker) error {
+		err := selectRows(ctx, st, "top "+t.col+"s", q, p, func(x Talker) error {
 			all = append(all, x)
 			return nil
 		})
@@ -421,7 +421,7 @@ func (r *Report) feed(ctx context.Context, st Store, cfg Config, cond string, p 
 	r.Feed = []Feed{}
 	minutes := map[string][]int64{}
 	counts := map[string]map[int64]int64{}
-	err := selectJSON(ctx, st, "feed health", `SELECT cluster, toUnixTimestamp(toStartOfMinute(ts)) AS m, count() AS n
+	err := selectRows(ctx, st, "feed health", `SELECT cluster, toUnixTimestamp(toStartOfMinute(ts)) AS m, count() AS n
 FROM audit_events WHERE `+cond+`
 GROUP BY cluster, m ORDER BY cluster, m`, p, func(row struct {
 		Cluster string `json:"cluster"`
@@ -445,7 +445,7 @@ GROUP BY cluster, m ORDER BY cluster, m`, p, func(row struct {
 		lp["clusters"] = v
 		lcond += " AND cluster IN {clusters:Array(String)}"
 	}
-	err = selectJSON(ctx, st, "clusters seen before the window", `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS last
+	err = selectRows(ctx, st, "clusters seen before the window", `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS last
 FROM audit_events WHERE `+lcond+`
 GROUP BY cluster`, lp, func(row struct {
 		Cluster string `json:"cluster"`
@@ -493,16 +493,9 @@ GROUP BY cluster`, lp, func(row struct {
 	return nil
 }
 
-// selectJSON runs a query and decodes each row into a T.
-func selectJSON[T any](ctx context.Context, st Store, what, sql string, p store.Params, fn func(T) error) error {
-	err := st.Select(ctx, sql, p, func(row []byte) error {
-		var v T
-		if err := json.Unmarshal(row, &v); err != nil {
-			return fmt.Errorf("decoding a row of %s: %w", what, err)
-		}
-		return fn(v)
-	})
-	if err != nil {
+// selectRows runs a query and decodes each row into a new T (store.Each).
+func selectRows[T any](ctx context.Context, st Store, what, sql string, p store.Params, fn func(T) error) error {
+	if err := store.Each(ctx, st, sql, p, fn); err != nil {
 		return fmt.Errorf("reading %s: %w", what, err)
 	}
 	return nil

@@ -69,7 +69,7 @@ func Get(ctx context.Context, st Store, id string) (Report, error) {
 
 func one(ctx context.Context, st Store, q string, p store.Params, what string) (Report, error) {
 	var out *Report
-	err := selectJSON(ctx, st, what, q, p, func(row struct {
+	err := selectRows(ctx, st, what, q, p, func(row struct {
 		Body string `json:"body"`
 	}) error {
 		var r Report
@@ -142,7 +142,7 @@ func List(ctx context.Context, st Store, f ListFilter) ([]Summary, error) {
 FROM reports` + where + `
 GROUP BY id` + having + ` ORDER BY we DESC, n, id LIMIT {limit:UInt32}`
 	out := []Summary{}
-	err := selectJSON(ctx, st, "reports", q, p, func(row struct {
+	err := selectRows(ctx, st, "reports", q, p, func(row struct {
 		ID   string   `json:"id"`
 		Name string   `json:"n"`
 		WS   int64    `json:"ws"`

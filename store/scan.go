@@ -40,18 +40,20 @@ type Scanner interface {
 
 // Each runs sql on s and calls fn with each result row decoded into a new
 // T, which fn may keep. T is a struct whose fields take the columns of the
-// same name, given by a `ch:"name"` tag (`ch:"-"` skips a field) or else
-// the field's name compared without case; fields without a column are left
-// zero, and a column without a field fails the query before any row is
-// read. A T that is not a struct takes the one column of a one-column
+// same name, given by a `ch:"name"` tag (`ch:"-"` skips a field), else by
+// the name of a json tag (a row is often also a payload), else by the
+// field's name compared without case; the fields of an embedded struct
+// are promoted. Fields without a column are left zero, and a column
+// without a field fails the query before any row is read. A T that is not a struct takes the one column of a one-column
 // result.
 //
 // A field takes a column of its own Go type (ValueType) or of a type it
 // converts from without loss: any integer into any integer type that holds
 // the value (a value that does not fit fails the row), integers and floats
 // into floats, strings into []byte and named string types, Nullable into
-// the value type (NULL is the zero value) or a pointer, and arrays and maps
-// element by element. Times are in UTC.
+// the value type (NULL is the zero value) or a pointer, arrays and maps
+// element by element, and an array into a Go array of its length. Times
+// are in UTC.
 func Each[T any](ctx context.Context, s Scanner, sql string, params Params, fn func(T) error) error {
 	var (
 		cur  T
@@ -59,18 +61,27 @@ func Each[T any](ctx context.Context, s Scanner, sql string, params Params, fn f
 	)
 	bind := func(cols []Column) ([]any, error) {
 		p, err := planScan(reflect.ValueOf(&cur).Elem(), cols)
-		if err != nil {
-			return nil, fmt.Errorf("reading the result of %s into %T: %w", sqlHead(sql), cur, err)
+		if err != nil { // the engine names the query
+			return nil, fmt.Errorf("reading the result into %s: %w", typeName(reflect.TypeOf(&cur).Elem()), err)
 		}
 		plan = p
 		return p.dests, nil
 	}
 	return s.Scan(ctx, sql, params, bind, func() error {
 		if err := plan.convert(); err != nil {
-			return fmt.Errorf("reading a row of %s into %T: %w", sqlHead(sql), cur, err)
+			return fmt.Errorf("reading a row of %s into %s: %w", sqlHead(sql), typeName(reflect.TypeOf(&cur).Elem()), err)
 		}
 		return fn(cur)
 	})
+}
+
+// typeName names t for an error: its name, or its kind when it has none
+// (an anonymous struct's full type is too long to read).
+func typeName(t reflect.Type) string {
+	if t.Name() != "" {
+		return t.String()
+	}
+	return "an unnamed " + t.Kind().String()
 }
 
 // Rows runs sql on s when ranged over and yields each result row decoded
@@ -197,24 +208,25 @@ func planScan(v reflect.Value, cols []Column) (*scanPlan, error) {
 	fields := make([]reflect.Value, len(cols))
 	if v.Kind() == reflect.Struct {
 		byName := structFields(v.Type())
-		seen := make(map[int]string, len(cols))
+		seen := make(map[string]string, len(cols)) // field path → column
 		for i, c := range cols {
 			idx, ok := byName[c.Name]
 			if !ok {
 				idx, ok = byName[strings.ToLower(c.Name)]
 			}
 			if !ok {
-				return nil, fmt.Errorf("result column %q has no field in %s", c.Name, v.Type())
+				return nil, fmt.Errorf("result column %q has no field", c.Name)
 			}
-			if prev, dup := seen[idx]; dup {
-				return nil, fmt.Errorf("result columns %q and %q both go to field %s", prev, c.Name, v.Type().Field(idx).Name)
+			key := fmt.Sprint(idx)
+			if prev, dup := seen[key]; dup {
+				return nil, fmt.Errorf("result columns %q and %q both go to field %s", prev, c.Name, v.Type().FieldByIndex(idx).Name)
 			}
-			seen[idx] = c.Name
-			fields[i] = v.Field(idx)
+			seen[key] = c.Name
+			fields[i] = v.FieldByIndex(idx)
 		}
 	} else {
 		if len(cols) != 1 {
-			return nil, fmt.Errorf("%d result columns for a %s, which takes one", len(cols), v.Type())
+			return nil, fmt.Errorf("%d result columns for one %s", len(cols), v.Type())
 		}
 		fields[0] = v
 	}
@@ -250,35 +262,58 @@ func (p *scanPlan) convert() error {
 	return nil
 }
 
-// structFieldCache holds, per struct type, its fields by column name: the
-// ch tag, or else the field's name, lower-cased too.
-var structFieldCache sync.Map // reflect.Type → map[string]int
+// structFieldCache holds, per struct type, the index paths of its fields
+// by column name (fieldNames).
+var structFieldCache sync.Map // reflect.Type → map[string][]int
 
-func structFields(t reflect.Type) map[string]int {
+// structFields returns the fields of struct type t by the names of the
+// columns they take: the ch tag, else the json tag's name, else the
+// field's name, lower-cased too. The fields of an embedded struct without
+// a tag are promoted, as encoding/json promotes them.
+func structFields(t reflect.Type) map[string][]int {
 	if m, ok := structFieldCache.Load(t); ok {
-		return m.(map[string]int)
+		return m.(map[string][]int)
 	}
-	m := make(map[string]int, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.IsExported() {
+	m := make(map[string][]int, t.NumField())
+	var byName []string // names given by the field's name, added last
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag == "" {
 			continue
 		}
-		tag := f.Tag.Get("ch")
-		switch tag {
-		case "-":
+		if shadowed(t, f) {
 			continue
-		case "":
-			m[f.Name] = i
-			if _, taken := m[strings.ToLower(f.Name)]; !taken {
-				m[strings.ToLower(f.Name)] = i
+		}
+		name, tagged := f.Tag.Lookup("ch")
+		if !tagged {
+			if j, ok := f.Tag.Lookup("json"); ok {
+				name, _, _ = strings.Cut(j, ",")
+				tagged = name != ""
 			}
+		}
+		switch {
+		case name == "-":
+			continue
+		case tagged:
+			m[name] = f.Index
 		default:
-			m[tag] = i
+			m[f.Name] = f.Index
+			byName = append(byName, f.Name)
+		}
+	}
+	for _, n := range byName {
+		if _, taken := m[strings.ToLower(n)]; !taken {
+			m[strings.ToLower(n)] = m[n]
 		}
 	}
 	structFieldCache.Store(t, m)
 	return m
+}
+
+// shadowed reports whether f, promoted from an embedded struct, is hidden
+// by a field of the same name nearer the top (VisibleFields lists both).
+func shadowed(t reflect.Type, f reflect.StructField) bool {
+	g, ok := t.FieldByName(f.Name)
+	return !ok || len(g.Index) != len(f.Index)
 }
 
 // hasTime reports whether values of t hold a time.Time, which converters
@@ -361,6 +396,22 @@ func converter(from, to reflect.Type) (convFunc, error) {
 				}
 			}
 			dst.Set(s)
+			return nil
+		}, nil
+	case from.Kind() == reflect.Slice && to.Kind() == reflect.Array:
+		elem, err := converter(from.Elem(), to.Elem())
+		if err != nil {
+			return nil, err
+		}
+		return func(dst, src reflect.Value) error {
+			if src.Len() != to.Len() {
+				return fmt.Errorf("an array of %d for a %s", src.Len(), to)
+			}
+			for i := range src.Len() {
+				if err := elem(dst.Index(i), src.Index(i)); err != nil {
+					return err
+				}
+			}
 			return nil
 		}, nil
 	case from.Kind() == reflect.Map && to.Kind() == reflect.Map:

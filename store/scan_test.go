@@ -173,18 +173,19 @@ func TestScanEngines(t *testing.T) {
 		Arr   []int    `ch:"arr"`
 		Map   map[string]int64
 		Times []time.Time `ch:"times"`
+		Pair  [2]int64    `ch:"pair"`
 		Skip  string      `ch:"-"`
 		Plain string      // matched by name without case
 	}
 	const convertedSQL = `SELECT count() AS n, toInt32(-3) AS c, toInt64(200) AS s, toFloat32(0.25) AS r, toInt64(-4) AS i,
 		'bytes' AS raw, 'high' AS sev, NULL::Nullable(String) AS ns, toInt32(9) AS oi, [toUInt8(1), 2]::Array(UInt8) AS arr,
 		map('a', toUInt32(1)) AS map, [toDateTime64('2024-01-02 08:34:05.123456', 6, 'Asia/Kolkata')] AS times,
-		'p' AS PLAIN FROM numbers(7)`
+		[toInt32(1), -2] AS pair, 'p' AS PLAIN FROM numbers(7)`
 	nine := int64(9)
 	wantConverted := converted{
 		Count: 7, Code: -3, Small: 200, Ratio: 0.25, IntF: -4, Raw: []byte("bytes"), Named: "high",
 		Opt: &nine, Arr: []int{1, 2}, Map: map[string]int64{"a": 1}, Times: []time.Time{time.Date(2024, 1, 2, 3, 4, 5, 123456000, time.UTC)},
-		Plain: "p",
+		Pair: [2]int64{1, -2}, Plain: "p",
 	}
 
 	engines := func(t *testing.T, sql string) map[string]Scanner {
@@ -238,6 +239,17 @@ func TestScanEngines(t *testing.T) {
 		}
 	}
 
+	// A json tag names the column when there is no ch tag, and an
+	// embedded struct's fields are promoted.
+	const jsonSQL = `SELECT 'x' AS k, toUInt8(1) AS v, 'top' AS Shadow`
+	for name, s := range engines(t, jsonSQL) {
+		got, err := scanAll[outer](t, s, jsonSQL, nil)
+		want := []outer{{Inner: Inner{K: "x"}, V: 1, Shadow: "top"}}
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s, json tags and an embedded struct: %+v, %v; want %+v", name, got, err, want)
+		}
+	}
+
 	// Refusals, before any row is read, and a value that does not fit.
 	for _, tc := range []struct {
 		name, sql, want string
@@ -267,7 +279,11 @@ func TestScanEngines(t *testing.T) {
 			_, err := scanAll[struct{ N uint64 }](t, s, sql, nil)
 			return err
 		}},
-		{"two columns into a value", `SELECT 1 AS a, 2 AS b`, `2 result columns for a int`, func(s Scanner, sql string) error {
+		{"array of another length", `SELECT [1, 2, 3] AS n`, `an array of 3 for a [2]int64`, func(s Scanner, sql string) error {
+			_, err := scanAll[struct{ N [2]int64 }](t, s, sql, nil)
+			return err
+		}},
+		{"two columns into a value", `SELECT 1 AS a, 2 AS b`, `2 result columns for one int`, func(s Scanner, sql string) error {
 			_, err := scanAll[int](t, s, sql, nil)
 			return err
 		}},
@@ -282,6 +298,17 @@ func TestScanEngines(t *testing.T) {
 }
 
 type severity string
+
+type Inner struct {
+	K      string `json:"k"`
+	Shadow string
+}
+
+type outer struct {
+	Inner
+	V      int64 `json:"v,omitempty"`
+	Shadow string
+}
 
 // TestRows checks the iterator: every row, a stop that ends the query, and
 // an error yielded last.
