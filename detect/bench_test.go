@@ -17,7 +17,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"testing"
@@ -123,13 +122,14 @@ func benchStore(b testing.TB, st store.Store, n int) (int, [2]time.Time) {
 }
 
 func storedSpan(b testing.TB, st store.Store) (int, [2]time.Time) {
-	var r struct {
-		N     int   `json:"n"`
-		First int64 `json:"first"`
-		Last  int64 `json:"last"`
+	type summary struct {
+		N     int   `ch:"n"`
+		First int64 `ch:"first"`
+		Last  int64 `ch:"last"`
 	}
-	err := st.Select(context.Background(), `SELECT count() AS n, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
-FROM audit_events WHERE cluster = {c:String}`, store.Params{"c": benchCluster}, func(row []byte) error { return json.Unmarshal(row, &r) })
+	var r summary
+	err := store.Each(context.Background(), st, `SELECT count() AS n, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
+FROM audit_events WHERE cluster = {c:String}`, store.Params{"c": benchCluster}, func(row summary) error { r = row; return nil })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -212,8 +212,8 @@ func waitMerges(b *testing.B, st store.Store) {
 	b.Helper()
 	for {
 		busy := false
-		err := st.Select(context.Background(), "SELECT count() AS n FROM system.merges", nil, func(row []byte) error {
-			busy = string(row) != `{"n":0}`
+		err := store.Each(context.Background(), st, "SELECT count() AS n FROM system.merges", nil, func(n uint64) error {
+			busy = n != 0
 			return nil
 		})
 		if err != nil {

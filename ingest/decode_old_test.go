@@ -166,13 +166,8 @@ func TestImportOldFormats(t *testing.T) {
 	if err != nil || stats.Stored != 6 || stats.Rejected != 0 {
 		t.Fatalf("import: %+v, %v", stats, err)
 	}
-	var got []string
-	err = st.Select(context.Background(), `SELECT verb, api_group, api_version, toString(ts) AS t FROM audit_events FINAL
-WHERE cluster = 'old' AND apiserver = 'master-1' AND resource IN ('endpoints', 'deployments') ORDER BY ts, verb`, nil,
-		func(row []byte) error { got = append(got, string(row)); return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := storetest.JSONRows(t, st, `SELECT verb, api_group, api_version, toString(ts) AS t FROM audit_events FINAL
+WHERE cluster = 'old' AND apiserver = 'master-1' AND resource IN ('endpoints', 'deployments') ORDER BY ts, verb`, nil)
 	want := []string{
 		`{"verb":"delete","api_group":"","api_version":"v1","t":"2018-01-15 08:21:44.000000"}`,
 		`{"verb":"update","api_group":"extensions","api_version":"v1beta1","t":"2018-01-15 08:21:45.000000"}`,

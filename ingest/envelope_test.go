@@ -265,16 +265,8 @@ func TestGKETranslation(t *testing.T) {
 // ordered, without the columns named in except.
 func selectEvents(t *testing.T, st store.Store, cluster string, except string) []string {
 	t.Helper()
-	var out []string
-	err := st.Select(context.Background(), "SELECT * EXCEPT ("+except+") FROM audit_events FINAL WHERE cluster = {c:String} ORDER BY audit_id, stage",
-		store.Params{"c": cluster}, func(row []byte) error {
-			out = append(out, string(row))
-			return nil
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return storetest.JSONRows(t, st, "SELECT * EXCEPT ("+except+") FROM audit_events FINAL WHERE cluster = {c:String} ORDER BY audit_id, stage",
+		store.Params{"c": cluster})
 }
 
 // TestImportEnvelopesRoundTrip imports each provider's fixture into the
@@ -324,10 +316,7 @@ func TestImportEnvelopesRoundTrip(t *testing.T) {
 				t.Fatalf("%d stored events differ from the plain import's %d; first:\n%.600s\n%.600s", len(got), len(want), first(got), first(want))
 			}
 			var apiservers []string
-			st.Select(ctx, "SELECT DISTINCT apiserver FROM audit_events WHERE cluster = {c:String}", store.Params{"c": c.cluster}, func(row []byte) error {
-				apiservers = append(apiservers, string(row))
-				return nil
-			})
+			apiservers = storetest.JSONRows(t, st, "SELECT DISTINCT apiserver FROM audit_events WHERE cluster = {c:String}", store.Params{"c": c.cluster})
 			if wantAS := []string{`{"apiserver":"` + c.apiserver + `"}`}; !reflect.DeepEqual(apiservers, wantAS) {
 				t.Errorf("apiservers %v, want %v", apiservers, wantAS)
 			}
@@ -354,16 +343,8 @@ func TestImportEnvelopesRoundTrip(t *testing.T) {
 	const recovered = `audit_id, stage, verb, ts, user, user_agent, source_ip, resource, subresource, api_group, api_version, namespace, name, response_rv, watch,
 		if(code IN (410, 422), 0, code) AS code_known, if(resource = '', '', request_uri) AS resource_uri`
 	query := func(cluster, where string) []string {
-		var out []string
-		err := st.Select(ctx, "SELECT "+recovered+" FROM audit_events FINAL WHERE cluster = {c:String}"+where+" ORDER BY audit_id",
-			store.Params{"c": cluster}, func(row []byte) error {
-				out = append(out, string(row))
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
+		return storetest.JSONRows(t, st, "SELECT "+recovered+" FROM audit_events FINAL WHERE cluster = {c:String}"+where+" ORDER BY audit_id",
+			store.Params{"c": cluster})
 	}
 	var gke, plainRC []map[string]any
 	for _, row := range query(fixtureGKECluster, "") {
@@ -384,11 +365,8 @@ func TestImportEnvelopesRoundTrip(t *testing.T) {
 		}
 	}
 	var lost []string
-	st.Select(ctx, "SELECT countIf(received_at != toDateTime64(0, 6, 'UTC')) AS known_start, countIf(req_rv != '') AS rv, countIf(notEmpty(user_groups)) AS groups FROM audit_events WHERE cluster = {c:String}",
-		store.Params{"c": fixtureGKECluster}, func(row []byte) error {
-			lost = append(lost, string(row))
-			return nil
-		})
+	lost = storetest.JSONRows(t, st, "SELECT countIf(received_at != toDateTime64(0, 6, 'UTC')) AS known_start, countIf(req_rv != '') AS rv, countIf(notEmpty(user_groups)) AS groups FROM audit_events WHERE cluster = {c:String}",
+		store.Params{"c": fixtureGKECluster})
 	if want := []string{`{"known_start":0,"rv":0,"groups":0}`}; !reflect.DeepEqual(lost, want) {
 		t.Errorf("lost fields: %v, want %v", lost, want)
 	}

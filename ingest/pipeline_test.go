@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,10 +22,10 @@ import (
 func countEvents(t *testing.T, st store.Store, cluster string) int {
 	t.Helper()
 	n := 0
-	err := st.Select(context.Background(), "SELECT count() AS n FROM audit_events FINAL WHERE cluster = {c:String}",
-		store.Params{"c": cluster}, func(row []byte) error {
-			_, err := fmt.Sscanf(string(row), `{"n":%d}`, &n)
-			return err
+	err := store.Each(context.Background(), st, "SELECT count() AS n FROM audit_events FINAL WHERE cluster = {c:String}",
+		store.Params{"c": cluster}, func(c int) error {
+			n = c
+			return nil
 		})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,15 +17,11 @@ import (
 func countBySource(t *testing.T, st store.Store) map[string]int {
 	t.Helper()
 	got := map[string]int{}
-	err := st.Select(context.Background(), "SELECT cluster, apiserver, toUInt32(count()) AS n FROM audit_events FINAL GROUP BY cluster, apiserver", nil,
-		func(row []byte) error {
-			var r struct {
-				Cluster, APIServer string
-				N                  int
-			}
-			if err := json.Unmarshal(row, &r); err != nil {
-				return err
-			}
+	err := store.Each(context.Background(), st, "SELECT cluster, apiserver, toUInt32(count()) AS n FROM audit_events FINAL GROUP BY cluster, apiserver", nil,
+		func(r struct {
+			Cluster, APIServer string
+			N                  int
+		}) error {
 			got[r.Cluster+"/"+r.APIServer] = r.N
 			return nil
 		})

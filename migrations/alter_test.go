@@ -2,7 +2,6 @@ package migrations
 
 import (
 	"context"
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -67,12 +66,8 @@ func TestApiserverColumnOnEngine(t *testing.T) {
 	}
 	columns := func() []string {
 		var cols []string
-		err := st.Select(ctx, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position LIMIT 3", nil,
-			func(row []byte) error {
-				var c struct{ Name, Type string }
-				if err := json.Unmarshal(row, &c); err != nil {
-					return err
-				}
+		err := store.Each(ctx, st, "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' ORDER BY position LIMIT 3", nil,
+			func(c struct{ Name, Type string }) error {
 				cols = append(cols, c.Name+" "+c.Type)
 				return nil
 			})
@@ -109,12 +104,8 @@ func TestResidualColumnOnEngine(t *testing.T) {
 	defer st.Close()
 	codecs := func() map[string]string {
 		got := map[string]string{}
-		err := st.Select(ctx, "SELECT name, compression_codec AS codec FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' AND name IN ('raw', 'residual', 'user_groups', 'code', 'annotations')", nil,
-			func(row []byte) error {
-				var c struct{ Name, Codec string }
-				if err := json.Unmarshal(row, &c); err != nil {
-					return err
-				}
+		err := store.Each(ctx, st, "SELECT name, compression_codec AS codec FROM system.columns WHERE database = currentDatabase() AND table = 'audit_events' AND name IN ('raw', 'residual', 'user_groups', 'code', 'annotations')", nil,
+			func(c struct{ Name, Codec string }) error {
 				got[c.Name] = c.Codec
 				return nil
 			})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,11 @@ func rollupDiff(t *testing.T, st store.Store) string {
 	const keys = "cluster, slot, apiserver, verb, resource, namespace, user, user_agent, code, stage, level"
 	read := func(sql string) map[string]string {
 		out := map[string]string{}
-		err := st.Select(context.Background(), sql, nil, func(row []byte) error {
-			s := string(row)
-			k, n, _ := strings.Cut(s, `"n":`)
-			out[k] = n
+		err := store.Each(context.Background(), st, "SELECT toString(tuple("+keys+")) AS k, n FROM ("+sql+")", nil, func(r struct {
+			K string
+			N uint64
+		}) error {
+			out[r.K] = strconv.FormatUint(r.N, 10)
 			return nil
 		})
 		if err != nil {

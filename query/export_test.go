@@ -6,7 +6,6 @@ package query
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -58,12 +57,12 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 	insertGenerated(t, st, "a", 5)
 	insertGenerated(t, st, "b", 5)
 	insertGenerated(t, st, "a", 1) // a's first 400 again: stored twice, in a part of their own
-	var rows string
-	if err := st.Select(ctx, "SELECT count() AS n FROM audit_events", nil, func(row []byte) error {
-		rows = string(row)
+	var rows uint64
+	if err := store.Each(ctx, st, "SELECT count() AS n FROM audit_events", nil, func(n uint64) error {
+		rows = n
 		return nil
-	}); err != nil || rows != `{"n":"4400"}` && rows != `{"n":4400}` {
-		t.Fatalf("the store holds %s rows (%v), want 4400: 400 of them copies", rows, err)
+	}); err != nil || rows != 4400 {
+		t.Fatalf("the store holds %d rows (%v), want 4400: 400 of them copies", rows, err)
 	}
 
 	for i, f := range []Filter{
@@ -100,25 +99,21 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var n string
-		if err := st.Select(ctx, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(row []byte) error {
-			n = string(row)
+		var n int
+		if err := store.Each(ctx, st, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(c int) error {
+			n = c
 			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if want := `{"n":` + strconv.Itoa(ev.Emitted) + `}`; n != want || ps.Bytes != int64(pq.Len()) || ps.Events != -1 {
-			t.Errorf("%+v: the Parquet file holds %s, want %s; stats %+v for %d bytes", f, n, want, ps, pq.Len())
+		if want := ev.Emitted; n != want || ps.Bytes != int64(pq.Len()) || ps.Events != -1 {
+			t.Errorf("%+v: the Parquet file holds %d rows, want %d; stats %+v for %d bytes", f, n, want, ps, pq.Len())
 		}
 		// The file's rows are the NDJSON export's events, in its order,
 		// each once: sorted and deduplicated in Go (store.RowOrder).
 		var raws bytes.Buffer
-		if err := st.Select(ctx, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
-			store.Params{"f": path}, func(row []byte) error {
-				var r struct{ Raw string }
-				if err := json.Unmarshal(row, &r); err != nil {
-					return err
-				}
+		if err := store.Each(ctx, st, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
+			store.Params{"f": path}, func(r struct{ Raw string }) error {
 				raws.WriteString(r.Raw + "\n")
 				return nil
 			}); err != nil {
@@ -261,11 +256,7 @@ func TestTimeWindowsOnEmbeddedEngine(t *testing.T) {
 		// The reference: one query over the whole range, with FINAL.
 		sql, params := f.sql("raw", "audit_events FINAL")
 		var want bytes.Buffer
-		if err := st.Select(ctx, sql, params, func(row []byte) error {
-			var r struct{ Raw string }
-			if err := json.Unmarshal(row, &r); err != nil {
-				return err
-			}
+		if err := store.Each(ctx, st, sql, params, func(r struct{ Raw string }) error {
 			want.WriteString(r.Raw + "\n")
 			return nil
 		}); err != nil {

@@ -103,11 +103,9 @@ func TestEventsRebuiltOnEmbeddedEngine(t *testing.T) {
 
 	// What is stored: no raw but the old row's.
 	var withRaw int
-	if err := st.Select(ctx, "SELECT countIf(raw != '') AS n FROM audit_events", nil, func(row []byte) error {
-		var r struct{ N int }
-		err := json.Unmarshal(row, &r)
-		withRaw = r.N
-		return err
+	if err := store.Each(ctx, st, "SELECT countIf(raw != '') AS n FROM audit_events", nil, func(n int) error {
+		withRaw = n
+		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -148,13 +148,9 @@ func finalCount(t *testing.T, st store.Store, f Filter) int64 {
 	t.Helper()
 	p := store.Params{}
 	var n int64
-	err := st.Select(t.Context(), "SELECT count() AS n FROM audit_events FINAL"+f.where(p), p, func(row []byte) error {
-		var r struct {
-			N int64 `json:"n"`
-		}
-		err := json.Unmarshal(row, &r)
-		n = r.N
-		return err
+	err := store.Each(t.Context(), st, "SELECT count() AS n FROM audit_events FINAL"+f.where(p), p, func(c int64) error {
+		n = c
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

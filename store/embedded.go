@@ -5,7 +5,6 @@ package store
 // process that talks to a server never needs it.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -108,56 +107,11 @@ func (e *Embedded) Exec(ctx context.Context, sql string, params Params) error {
 	return nil
 }
 
-// Select implements Store. Rows come from the engine's JSONEachRow output
-// as it streams, split on newlines (JSON strings never hold a raw one); a
-// row that straddles two chunks is joined first. The query is cancelled
-// when fn fails or ctx ends: ctx is checked between chunks, and its
-// deadline becomes the query's max_execution_time, which stops a query
-// that is slow to produce its first rows. Parameters are as for Exec.
-func (e *Embedded) Select(ctx context.Context, sql string, params Params, fn func(row []byte) error) error {
-	var carry []byte // the start of a row whose end is in the next chunk
-	var fnErr error
-	emit := func(row []byte) error {
-		if len(row) == 0 {
-			return nil
-		}
-		if err := fn(row); err != nil {
-			fnErr = err
-			return err
-		}
-		return nil
-	}
-	err := e.db.QueryStream(ctx, sql, "JSONEachRow", params, func(chunk []byte) error {
-		for len(chunk) > 0 {
-			i := bytes.IndexByte(chunk, '\n')
-			if i < 0 {
-				carry = append(carry, chunk...)
-				return nil
-			}
-			row := chunk[:i]
-			if len(carry) > 0 {
-				carry = append(carry, row...)
-				row = carry
-			}
-			if err := emit(row); err != nil {
-				return err
-			}
-			carry = carry[:0]
-			chunk = chunk[i+1:]
-		}
-		return nil
-	})
-	if err == nil && len(carry) > 0 {
-		err = emit(carry)
-	}
-	return streamErr(sql, err, fnErr)
-}
-
 // SelectRows implements Store. The engine writes its result as
 // RowBinaryWithNamesAndTypes, decoded as it streams (rowDecoder) on a
 // goroutine of its own (decodeAhead), so the engine produces the next
 // chunk while the last one is decoded and fn works on its rows.
-// Cancellation and parameters are as for Select.
+// Cancellation and parameters are as for Scan.
 func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error {
 	var fnErr error
 	d := &rowDecoder{fn: func(r *Row) error {
@@ -178,7 +132,10 @@ func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn
 
 // Scan implements Scanner. The engine writes its result as
 // RowBinaryWithNamesAndTypes, decoded as it streams, on a goroutine of its
-// own as for SelectRows. Cancellation and parameters are as for Select.
+// own as for SelectRows. The query is cancelled when row fails or ctx
+// ends: ctx is checked between chunks, and its deadline becomes the
+// query's max_execution_time, which stops a query that is slow to produce
+// its first rows. Parameters are as for Exec.
 func (e *Embedded) Scan(ctx context.Context, sql string, params Params, bind func([]Column) ([]any, error), row func() error) error {
 	var fnErr error
 	d := &scanDecoder{bindFn: bind, row: func() error {

@@ -60,7 +60,7 @@ const (
 // output_format_parquet_row_group_size. It returns the number of bytes
 // written to w.
 //
-// The engine's streaming query API (what Select reads) formats each block
+// The engine's streaming query API (what Scan and SelectRows read) formats each block
 // as an output of its own, which for Parquet is a whole file per block,
 // and one query cannot be formatted across several. So the rows travel in
 // the engine's Native format: each query's output is streamed into one

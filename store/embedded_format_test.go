@@ -49,7 +49,7 @@ func TestEmbeddedSelectFormat(t *testing.T) {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		got := embSelectAll(t, e, ctx, "SELECT count() AS c, sum(n) AS total, max(length(s)) AS l, uniqExact(lc) AS lcs, "+
+		got := embJSONRows(t, e, ctx, "SELECT count() AS c, sum(n) AS total, max(length(s)) AS l, uniqExact(lc) AS lcs, "+
 			"toString(max(ts)) AS hi, groupArray(n) = range(200000) AS ordered FROM file({f:String}, Parquet) "+
 			"SETTINGS max_threads = 1, input_format_parquet_preserve_order = 1", Params{"f": path})
 		if want := `{"c":200000,"total":19999900000,"l":100,"lcs":7,"hi":"1970-01-03 07:33:19.000000","ordered":1}`; len(got) != 1 || got[0] != want {
@@ -57,7 +57,7 @@ func TestEmbeddedSelectFormat(t *testing.T) {
 		}
 		// Row groups of about 10000 rows (the engine cuts them at block
 		// boundaries): written as they fill, not one at the end.
-		got = embSelectAll(t, e, ctx, "SELECT num_row_groups BETWEEN 10 AND 40 AS ok, num_row_groups FROM file({f:String}, ParquetMetadata)", Params{"f": path})
+		got = embJSONRows(t, e, ctx, "SELECT num_row_groups BETWEEN 10 AND 40 AS ok, num_row_groups FROM file({f:String}, ParquetMetadata)", Params{"f": path})
 		if len(got) != 1 || !strings.HasPrefix(got[0], `{"ok":1,`) {
 			t.Errorf("metadata %v, want 10 to 40 row groups", got)
 		}
@@ -72,7 +72,7 @@ func TestEmbeddedSelectFormat(t *testing.T) {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := embSelectAll(t, e, ctx, "SELECT count() AS c FROM file({f:String}, Parquet, 'n UInt64')", Params{"f": path}); len(got) != 1 || got[0] != `{"c":0}` {
+		if got := embJSONRows(t, e, ctx, "SELECT count() AS c FROM file({f:String}, Parquet, 'n UInt64')", Params{"f": path}); len(got) != 1 || got[0] != `{"c":0}` {
 			t.Errorf("read back %v (%d bytes), want no rows", got, buf.Len())
 		}
 	})
@@ -136,7 +136,7 @@ func TestEmbeddedSelectFormat(t *testing.T) {
 	var wg sync.WaitGroup
 	for range chdb.PoolSize {
 		wg.Go(func() {
-			if got := embSelectAll(t, e, ctx, "SELECT 1 AS x", nil); len(got) != 1 {
+			if got := embJSONRows(t, e, ctx, "SELECT 1 AS x", nil); len(got) != 1 {
 				t.Errorf("after the failures: %v", got)
 			}
 		})

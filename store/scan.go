@@ -510,3 +510,53 @@ func setInt(dst, src reflect.Value) error {
 	dst.SetUint(v)
 	return nil
 }
+
+// chType is a parsed ClickHouse type name: "Map(String, Array(UInt8))" is
+// name "Map" with args "String" and "Array(UInt8)".
+type chType struct {
+	name string
+	args []string
+}
+
+func parseType(s string) chType {
+	s = strings.TrimSpace(s)
+	i := strings.IndexByte(s, '(')
+	if i < 0 || !strings.HasSuffix(s, ")") {
+		return chType{name: s}
+	}
+	return chType{name: strings.TrimSpace(s[:i]), args: splitArgs(s[i+1 : len(s)-1])}
+}
+
+// splitArgs splits at the commas outside parentheses and quotes.
+func splitArgs(s string) []string {
+	var (
+		args  []string
+		depth int
+		quote byte // ' or ` while inside a quoted literal or identifier
+		start int
+	)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case quote != 0:
+			if c == '\\' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '\'' || c == '`' || c == '"':
+			quote = c
+		case c == '(':
+			depth++
+		case c == ')':
+			depth--
+		case c == ',' && depth == 0:
+			args = append(args, strings.TrimSpace(s[start:i]))
+			start = i + 1
+		}
+	}
+	if rest := strings.TrimSpace(s[start:]); rest != "" || len(args) > 0 {
+		args = append(args, rest)
+	}
+	return args
+}

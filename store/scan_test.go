@@ -95,70 +95,30 @@ func nativeServer(t *testing.T, e *Embedded, sql string) *server {
 	return &server{conn: fc, log: srvDiscard()}
 }
 
+func TestParseType(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want chType
+	}{
+		{"String", chType{name: "String"}},
+		{"DateTime64(6, 'UTC')", chType{name: "DateTime64", args: []string{"6", "'UTC'"}}},
+		{"Map(LowCardinality(String), Array(Nullable(DateTime64(3, 'Europe/Paris'))))",
+			chType{name: "Map", args: []string{"LowCardinality(String)", "Array(Nullable(DateTime64(3, 'Europe/Paris')))"}}},
+		{"Enum8('a,b' = 1, 'c)' = 2)", chType{name: "Enum8", args: []string{"'a,b' = 1", "'c)' = 2"}}},
+		{"Tuple(a String, `b c` Array(Int64))", chType{name: "Tuple", args: []string{"a String", "`b c` Array(Int64)"}}},
+	} {
+		if got := parseType(tc.in); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("parseType(%q) = %#v, want %#v", tc.in, got, tc.want)
+		}
+	}
+}
+
 // TestScanEngines reads the same results through both engines' Scan (the
 // server's from the Native blocks a server sends) into the same structs:
 // each type in its own Go type and converted, and both must give the
 // values expected.
 func TestScanEngines(t *testing.T) {
 	e := openTestEmbedded(t)
-	ts := time.Date(2024, 1, 2, 3, 4, 5, 123456000, time.UTC)
-
-	type natural struct {
-		S    string            `ch:"s"`
-		FS   string            `ch:"fs"`
-		LC   string            `ch:"lc"`
-		I8   int8              `ch:"i8"`
-		I16  int16             `ch:"i16"`
-		I32  int32             `ch:"i32"`
-		I64  int64             `ch:"i64"`
-		U8   uint8             `ch:"u8"`
-		U16  uint16            `ch:"u16"`
-		U32  uint32            `ch:"u32"`
-		U64  uint64            `ch:"u64"`
-		F32  float32           `ch:"f32"`
-		F64  float64           `ch:"f64"`
-		B    bool              `ch:"b"`
-		D    time.Time         `ch:"d"`
-		DT   time.Time         `ch:"dt"`
-		DT64 time.Time         `ch:"dt64"`
-		Pre  time.Time         `ch:"pre1970"`
-		Kol  time.Time         `ch:"kolkata"`
-		NS   *string           `ch:"ns"`
-		NN   *string           `ch:"nn"`
-		NI   *int64            `ch:"ni"`
-		LCN  *string           `ch:"lcn"`
-		Arr  []int64           `ch:"arr"`
-		ArrE []string          `ch:"arre"`
-		ArrN []*string         `ch:"arrn"`
-		Arr2 [][]uint8         `ch:"arr2"`
-		ArrL []string          `ch:"arrlc"`
-		M    map[string]string `ch:"m"`
-		MA   map[string][]int64
-	}
-	const naturalSQL = `SELECT 'a"b\\c' AS s, toFixedString('ab', 3) AS fs, toLowCardinality('lc') AS lc,
-		toInt8(-128) AS i8, toInt16(-300) AS i16, toInt32(-7) AS i32, toInt64(-9223372036854775808) AS i64,
-		toUInt8(255) AS u8, toUInt16(65535) AS u16, toUInt32(4294967295) AS u32, toUInt64(18446744073709551615) AS u64,
-		toFloat32(0.5) AS f32, toFloat64(-1e300) AS f64, true AS b,
-		toDate('2024-01-02') AS d, toDateTime('2024-01-02 03:04:05', 'UTC') AS dt,
-		toDateTime64('2024-01-02 03:04:05.123456', 6, 'UTC') AS dt64,
-		toDateTime64('1969-12-31 23:59:59.999999', 6, 'UTC') AS pre1970,
-		toDateTime64('2024-01-02 08:34:05.123', 3, 'Asia/Kolkata') AS kolkata,
-		NULL::Nullable(String) AS ns, 'x'::Nullable(String) AS nn, 5::Nullable(Int64) AS ni, toLowCardinality(toNullable('y')) AS lcn,
-		[1, 2, 3]::Array(Int64) AS arr, []::Array(String) AS arre, [NULL, 'a']::Array(Nullable(String)) AS arrn,
-		[[1], []]::Array(Array(UInt8)) AS arr2, ['x', 'y']::Array(LowCardinality(String)) AS arrlc,
-		map('k1', 'v1', 'k2', '')::Map(LowCardinality(String), String) AS m, map('k', [1, 2])::Map(String, Array(Int64)) AS ma`
-	x, y := "x", "y"
-	a := "a"
-	five := int64(5)
-	wantNatural := natural{
-		S: `a"b\c`, FS: "ab\x00", LC: "lc", I8: math.MinInt8, I16: -300, I32: -7, I64: math.MinInt64,
-		U8: math.MaxUint8, U16: math.MaxUint16, U32: math.MaxUint32, U64: math.MaxUint64, F32: 0.5, F64: -1e300, B: true,
-		D: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC), DT: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), DT64: ts,
-		Pre: time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC), Kol: time.Date(2024, 1, 2, 3, 4, 5, 123000000, time.UTC),
-		NN: &x, NI: &five, LCN: &y, Arr: []int64{1, 2, 3}, ArrE: []string{}, ArrN: []*string{nil, &a},
-		Arr2: [][]uint8{{1}, {}}, ArrL: []string{"x", "y"}, M: map[string]string{"k1": "v1", "k2": ""},
-		MA: map[string][]int64{"k": {1, 2}},
-	}
 
 	type converted struct {
 		Count int      `ch:"n"`   // UInt64
@@ -191,8 +151,9 @@ func TestScanEngines(t *testing.T) {
 	engines := func(t *testing.T, sql string) map[string]Scanner {
 		return map[string]Scanner{"embedded": e, "server": nativeServer(t, e, sql)}
 	}
-	for name, s := range engines(t, naturalSQL) {
-		got, err := scanAll[natural](t, s, naturalSQL, nil)
+	wantNatural := scanNaturalWant()
+	for name, s := range engines(t, scanNaturalSQL) {
+		got, err := scanAll[scanNatural](t, s, scanNaturalSQL, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -294,6 +255,71 @@ func TestScanEngines(t *testing.T) {
 				t.Errorf("%s, %s: got %v, want an error with %q", tc.name, name, err, tc.want)
 			}
 		}
+	}
+}
+
+// scanNatural takes each type as its own Go type (ValueType).
+type scanNatural struct {
+	S    string            `ch:"s"`
+	FS   string            `ch:"fs"`
+	LC   string            `ch:"lc"`
+	I8   int8              `ch:"i8"`
+	I16  int16             `ch:"i16"`
+	I32  int32             `ch:"i32"`
+	I64  int64             `ch:"i64"`
+	U8   uint8             `ch:"u8"`
+	U16  uint16            `ch:"u16"`
+	U32  uint32            `ch:"u32"`
+	U64  uint64            `ch:"u64"`
+	F32  float32           `ch:"f32"`
+	F64  float64           `ch:"f64"`
+	B    bool              `ch:"b"`
+	D    time.Time         `ch:"d"`
+	DT   time.Time         `ch:"dt"`
+	DT64 time.Time         `ch:"dt64"`
+	Pre  time.Time         `ch:"pre1970"`
+	Kol  time.Time         `ch:"kolkata"`
+	NS   *string           `ch:"ns"`
+	NN   *string           `ch:"nn"`
+	NI   *int64            `ch:"ni"`
+	LCN  *string           `ch:"lcn"`
+	Arr  []int64           `ch:"arr"`
+	ArrE []string          `ch:"arre"`
+	ArrN []*string         `ch:"arrn"`
+	Arr2 [][]uint8         `ch:"arr2"`
+	ArrL []string          `ch:"arrlc"`
+	M    map[string]string `ch:"m"`
+	MA   map[string][]int64
+}
+
+// scanNaturalSQL selects a value of every type ValueType reads.
+const scanNaturalSQL = `SELECT 'a"b\\c' AS s, toFixedString('ab', 3) AS fs, toLowCardinality('lc') AS lc,
+	toInt8(-128) AS i8, toInt16(-300) AS i16, toInt32(-7) AS i32, toInt64(-9223372036854775808) AS i64,
+	toUInt8(255) AS u8, toUInt16(65535) AS u16, toUInt32(4294967295) AS u32, toUInt64(18446744073709551615) AS u64,
+	toFloat32(0.5) AS f32, toFloat64(-1e300) AS f64, true AS b,
+	toDate('2024-01-02') AS d, toDateTime('2024-01-02 03:04:05', 'UTC') AS dt,
+	toDateTime64('2024-01-02 03:04:05.123456', 6, 'UTC') AS dt64,
+	toDateTime64('1969-12-31 23:59:59.999999', 6, 'UTC') AS pre1970,
+	toDateTime64('2024-01-02 08:34:05.123', 3, 'Asia/Kolkata') AS kolkata,
+	NULL::Nullable(String) AS ns, 'x'::Nullable(String) AS nn, 5::Nullable(Int64) AS ni, toLowCardinality(toNullable('y')) AS lcn,
+	[1, 2, 3]::Array(Int64) AS arr, []::Array(String) AS arre, [NULL, 'a']::Array(Nullable(String)) AS arrn,
+	[[1], []]::Array(Array(UInt8)) AS arr2, ['x', 'y']::Array(LowCardinality(String)) AS arrlc,
+	map('k1', 'v1', 'k2', '')::Map(LowCardinality(String), String) AS m, map('k', [1, 2])::Map(String, Array(Int64)) AS ma`
+
+// scanNaturalWant is what scanNaturalSQL reads into a scanNatural.
+func scanNaturalWant() scanNatural {
+	ts := time.Date(2024, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	x, y := "x", "y"
+	a := "a"
+	five := int64(5)
+	return scanNatural{
+		S: `a"b\c`, FS: "ab\x00", LC: "lc", I8: math.MinInt8, I16: -300, I32: -7, I64: math.MinInt64,
+		U8: math.MaxUint8, U16: math.MaxUint16, U32: math.MaxUint32, U64: math.MaxUint64, F32: 0.5, F64: -1e300, B: true,
+		D: time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC), DT: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), DT64: ts,
+		Pre: time.Date(1969, 12, 31, 23, 59, 59, 999999000, time.UTC), Kol: time.Date(2024, 1, 2, 3, 4, 5, 123000000, time.UTC),
+		NN: &x, NI: &five, LCN: &y, Arr: []int64{1, 2, 3}, ArrE: []string{}, ArrN: []*string{nil, &a},
+		Arr2: [][]uint8{{1}, {}}, ArrL: []string{"x", "y"}, M: map[string]string{"k1": "v1", "k2": ""},
+		MA: map[string][]int64{"k": {1, 2}},
 	}
 }
 

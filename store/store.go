@@ -18,10 +18,6 @@ type Params map[string]string
 type Store interface {
 	// Exec runs a statement that returns no rows (DDL, ALTER, …).
 	Exec(ctx context.Context, sql string, params Params) error
-	// Select runs a query and calls fn once per result row, each encoded as
-	// one JSON object (ClickHouse JSONEachRow, 64-bit integers unquoted).
-	// The slice passed to fn is only valid during the call.
-	Select(ctx context.Context, sql string, params Params, fn func(row []byte) error) error
 	// SelectRows runs sql, a SELECT whose result columns are columns of
 	// audit_events by name (RowColumns lists them; any of them, in any
 	// order, each of the table's type), and calls fn once per result row
@@ -31,7 +27,7 @@ type Store interface {
 	// Raw, Residual, Groups and Annotations are reused for the next row:
 	// fn copies what it keeps but strings. A result column that is not a
 	// Row column, or not of its column's type, fails the query before
-	// any row is read. Cancellation and errors are as for Select.
+	// any row is read. Cancellation and errors are as for Scan.
 	SelectRows(ctx context.Context, sql string, params Params, fn func(r *Row) error) error
 	// Scanner reads results typed: see Each and Rows.
 	Scanner

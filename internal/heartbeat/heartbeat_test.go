@@ -1,7 +1,6 @@
 package heartbeat
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 
@@ -18,11 +17,15 @@ func TestFragments(t *testing.T) {
 	sql := `SELECT arrayFilter(code -> ` + CountsSQL("code") + `, [0, 100, 200, 201, 204, 299, 300, 304, 401, 403, 404, 409, 410, 429, 500, 503, 504]) AS counted,
        ` + NodeSQL + ` AS node
 FROM (SELECT {user:String} AS user)`
-	var got struct {
-		Counted []int  `json:"counted"`
-		Node    string `json:"node"`
+	type fragments struct {
+		Counted []int  `ch:"counted"`
+		Node    string `ch:"node"`
 	}
-	err := st.Select(t.Context(), sql, store.Params{"user": store.StringParam(User("node-1.example"))}, func(row []byte) error { return json.Unmarshal(row, &got) })
+	var got fragments
+	err := store.Each(t.Context(), st, sql, store.Params{"user": store.StringParam(User("node-1.example"))}, func(r fragments) error {
+		got = r
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

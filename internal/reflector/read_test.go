@@ -1,7 +1,6 @@
 package reflector_test
 
 import (
-	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -101,15 +100,11 @@ func TestRelistSQL(t *testing.T) {
 )
 ORDER BY audit_id`
 	got := map[string][2]bool{}
-	err := st.Select(t.Context(), sql, store.Params{"cluster": cluster}, func(b []byte) error {
-		var r struct {
-			ID     string `json:"audit_id"`
-			Relist bool   `json:"relist"`
-			Read   bool   `json:"read"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return err
-		}
+	err := store.Each(t.Context(), st, sql, store.Params{"cluster": cluster}, func(r struct {
+		ID     string `ch:"audit_id"`
+		Relist bool   `ch:"relist"`
+		Read   bool   `ch:"read"`
+	}) error {
 		got[r.ID] = [2]bool{r.Read, r.Relist}
 		return nil
 	})
@@ -128,15 +123,9 @@ ORDER BY audit_id`
 	// ListSQL: lists' first pages and watch-lists, no gets, pages or
 	// plain watches.
 	var lists []string
-	err = st.Select(t.Context(), `SELECT DISTINCT audit_id FROM audit_events WHERE cluster = {cluster:String} AND `+refl.ListSQL+` ORDER BY audit_id`,
-		store.Params{"cluster": cluster}, func(b []byte) error {
-			var r struct {
-				ID string `json:"audit_id"`
-			}
-			if err := json.Unmarshal(b, &r); err != nil {
-				return err
-			}
-			lists = append(lists, r.ID)
+	err = store.Each(t.Context(), st, `SELECT DISTINCT audit_id FROM audit_events WHERE cluster = {cluster:String} AND `+refl.ListSQL+` ORDER BY audit_id`,
+		store.Params{"cluster": cluster}, func(id string) error {
+			lists = append(lists, id)
 			return nil
 		})
 	if err != nil {

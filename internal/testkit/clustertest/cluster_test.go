@@ -29,11 +29,7 @@ func TestClusterShape(t *testing.T) {
 
 	t.Run("tables", func(t *testing.T) {
 		engines := map[string]string{}
-		err := st.Select(ctx, "SELECT name, engine FROM system.tables WHERE database = currentDatabase()", nil, func(row []byte) error {
-			var r struct{ Name, Engine string }
-			if err := json.Unmarshal(row, &r); err != nil {
-				return err
-			}
+		err := store.Each(ctx, st, "SELECT name, engine FROM system.tables WHERE database = currentDatabase()", nil, func(r struct{ Name, Engine string }) error {
 			engines[r.Name] = r.Engine
 			return nil
 		})
@@ -55,13 +51,13 @@ func TestClusterShape(t *testing.T) {
 	// real cluster (distributed_product_mode = 'deny'): this harness
 	// catches a detector that forgets GLOBAL.
 	t.Run("plain IN is refused", func(t *testing.T) {
-		err := st.Select(ctx, "SELECT count() FROM audit_events WHERE audit_id IN (SELECT audit_id FROM audit_events)", nil,
-			func([]byte) error { return nil })
+		err := store.Each(ctx, st, "SELECT count() FROM audit_events WHERE audit_id IN (SELECT audit_id FROM audit_events)", nil,
+			func(uint64) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "DISTRIBUTED_IN_JOIN_SUBQUERY_DENIED") {
 			t.Fatalf("got %v, want DISTRIBUTED_IN_JOIN_SUBQUERY_DENIED", err)
 		}
-		err = st.Select(ctx, "SELECT count() FROM audit_events WHERE audit_id GLOBAL IN (SELECT audit_id FROM audit_events)", nil,
-			func([]byte) error { return nil })
+		err = store.Each(ctx, st, "SELECT count() FROM audit_events WHERE audit_id GLOBAL IN (SELECT audit_id FROM audit_events)", nil,
+			func(uint64) error { return nil })
 		if err != nil {
 			t.Fatalf("GLOBAL IN: %v", err)
 		}
@@ -160,11 +156,9 @@ func TestClusterShape(t *testing.T) {
 	t.Run("FINAL", func(t *testing.T) {
 		count := func(final string) int64 {
 			var n int64
-			err := st.Select(ctx, "SELECT count() AS n FROM audit_events"+final+" WHERE cluster = 'cluster-seed-incident'", nil, func(row []byte) error {
-				var r struct{ N int64 }
-				err := json.Unmarshal(row, &r)
-				n = r.N
-				return err
+			err := store.Each(ctx, st, "SELECT count() AS n FROM audit_events"+final+" WHERE cluster = 'cluster-seed-incident'", nil, func(c int64) error {
+				n = c
+				return nil
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -260,8 +254,9 @@ func TestClusterShape(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n struct{ N int64 }
-		if err := st.Select(ctx, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(row []byte) error {
-			return json.Unmarshal(row, &n)
+		if err := store.Each(ctx, st, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(c int64) error {
+			n.N = c
+			return nil
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -337,14 +332,7 @@ func TestDeployExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var got []string
-	err = st.Select(ctx, "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters ORDER BY ALL", nil, func(row []byte) error {
-		got = append(got, string(row))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := storetest.JSONRows(t, st, "SELECT cluster, shard_num, replica_num, host_name, port FROM system.clusters ORDER BY ALL", nil)
 	want := []string{
 		`{"cluster":"auditlens","shard_num":1,"replica_num":1,"host_name":"ch-s1-r1","port":9000}`,
 		`{"cluster":"auditlens","shard_num":1,"replica_num":2,"host_name":"ch-s1-r2","port":9000}`,
@@ -355,11 +343,9 @@ func TestDeployExampleConfig(t *testing.T) {
 		t.Errorf("system.clusters:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	var path string
-	err = st.Select(ctx, "SELECT getMacro('shard') || '/' || getMacro('replica') AS p", nil, func(row []byte) error {
-		var r struct{ P string }
-		err := json.Unmarshal(row, &r)
-		path = r.P
-		return err
+	err = store.Each(ctx, st, "SELECT getMacro('shard') || '/' || getMacro('replica') AS p", nil, func(p string) error {
+		path = p
+		return nil
 	})
 	if err != nil || path != "02/ch-s2-r1" {
 		t.Errorf("macros: %q, %v", path, err)

@@ -126,3 +126,21 @@ func OpenCluster(t testing.TB) store.Store {
 	}
 	return st
 }
+
+// JSONRows runs sql on st and returns its rows as the engine's own
+// JSONEachRow text, one object a row with 64-bit integers unquoted, for
+// tests that compare rows as text. The engine formats each row of sql as
+// a subquery (formatRowNoNewline), so sql's order is kept.
+func JSONRows(t testing.TB, st store.Scanner, sql string, params store.Params) []string {
+	t.Helper()
+	var out []string
+	err := store.Each(context.Background(), st, "SELECT formatRowNoNewline('JSONEachRow', *) FROM ("+sql+
+		") SETTINGS output_format_json_quote_64bit_integers = 0", params, func(row string) error {
+		out = append(out, row)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return out
+}
