@@ -55,12 +55,25 @@ func (r *Repository) stamp() time.Time {
 	return t
 }
 
+// upsertSQL stores a batch of findings in one INSERT, so one part per
+// evaluation rather than one per finding: each column's values come as an
+// array parameter, zipped into rows.
 const upsertSQL = `INSERT INTO findings (id, detector, cluster, severity, confidence, title, first_seen, last_seen, updated_at, body)
-VALUES ({id:String}, {detector:String}, {cluster:String}, {severity:String}, {confidence:Float32}, {title:String},
-        {first_seen:DateTime64(6, 'UTC')}, {last_seen:DateTime64(6, 'UTC')}, {updated_at:DateTime64(6, 'UTC')}, {body:String})`
+SELECT r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10
+FROM (SELECT arrayJoin(arrayZip({id:Array(String)}, {detector:Array(String)}, {cluster:Array(String)}, {severity:Array(String)},
+    {confidence:Array(Float32)}, {title:Array(String)}, {first_seen:Array(DateTime64(6, 'UTC'))},
+    {last_seen:Array(DateTime64(6, 'UTC'))}, {updated_at:Array(DateTime64(6, 'UTC'))}, {body:Array(String)})) AS r)`
 
-// Upsert stores a new version of each finding.
+// Upsert stores a new version of each finding, all in one INSERT.
 func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	n := len(fs)
+	ids, detectors, clusters, severities, titles, bodies := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n)
+	confidences := make([]float64, n)
+	firsts, lasts, stamps := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	for i := range fs {
 		f := fs[i]
 		f.normalize()
@@ -68,21 +81,25 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 		if err != nil {
 			return fmt.Errorf("encoding finding %s: %w", f.ID, err)
 		}
-		p := store.Params{
-			"id":         stringParam(f.ID),
-			"detector":   stringParam(f.Detector),
-			"cluster":    stringParam(f.Cluster),
-			"severity":   stringParam(string(f.Severity)),
-			"confidence": strconv.FormatFloat(f.Confidence, 'f', -1, 32),
-			"title":      stringParam(f.Title),
-			"first_seen": timeParam(f.FirstSeen),
-			"last_seen":  timeParam(f.LastSeen),
-			"updated_at": timeParam(r.stamp()),
-			"body":       stringParam(string(body)),
-		}
-		if err := r.st.Exec(ctx, upsertSQL, p); err != nil {
-			return fmt.Errorf("storing finding %s: %w", f.ID, err)
-		}
+		ids[i], detectors[i], clusters[i], severities[i], titles[i], bodies[i] =
+			f.ID, f.Detector, f.Cluster, string(f.Severity), f.Title, string(body)
+		confidences[i] = f.Confidence
+		firsts[i], lasts[i], stamps[i] = f.FirstSeen, f.LastSeen, r.stamp()
+	}
+	p := store.Params{
+		"id":         arrayParam(ids),
+		"detector":   arrayParam(detectors),
+		"cluster":    arrayParam(clusters),
+		"severity":   arrayParam(severities),
+		"confidence": store.FloatArrayParam(confidences, 32),
+		"title":      arrayParam(titles),
+		"first_seen": store.TimeArrayParam(firsts),
+		"last_seen":  store.TimeArrayParam(lasts),
+		"updated_at": store.TimeArrayParam(stamps),
+		"body":       arrayParam(bodies),
+	}
+	if err := r.st.Exec(ctx, upsertSQL, p); err != nil {
+		return fmt.Errorf("storing %d findings (%s, …): %w", n, ids[0], err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/gen/scenario"
+	"github.com/auditlens/auditlens/store"
 )
 
 // TestRepository stores findings in the findings table of the real engine
@@ -35,6 +36,17 @@ func TestRepository(t *testing.T) {
 	c := mk("repo-c", "repo-test-regression", "prod", detect.Info, 5*time.Hour, 6*time.Hour)
 	c.Objects = []detect.Object{{Resource: "nodes", Name: "node-1"}}
 	if err := repo.Upsert(ctx, []detect.Finding{a, b, c}); err != nil {
+		t.Fatal(err)
+	}
+	// One INSERT, so one part for the three (a merge could only join it
+	// with others).
+	err := store.Each(ctx, st, "SELECT uniqExact(_part) FROM findings WHERE id IN ('repo-a', 'repo-b', 'repo-c')", nil, func(parts uint64) error {
+		if parts != 1 {
+			t.Errorf("the three findings are in %d parts, want the one of a single INSERT", parts)
+		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 

@@ -40,24 +40,36 @@ type Stateful interface {
 	EvaluateState(ctx context.Context, q Querier, st StateStore, w Window) ([]Finding, error)
 }
 
+// saveStateSQL stores a batch of records in one INSERT, as upsertSQL
+// stores findings.
 const saveStateSQL = `INSERT INTO detector_state (detector, cluster, key, last_seen, updated_at, body)
-VALUES ({detector:String}, {cluster:String}, {key:String}, {last_seen:DateTime64(6, 'UTC')}, {updated_at:DateTime64(6, 'UTC')}, {body:String})`
+SELECT r.1, r.2, r.3, r.4, r.5, r.6
+FROM (SELECT arrayJoin(arrayZip({detector:Array(String)}, {cluster:Array(String)}, {key:Array(String)},
+    {last_seen:Array(DateTime64(6, 'UTC'))}, {updated_at:Array(DateTime64(6, 'UTC'))}, {body:Array(String)})) AS r)`
 
 // SaveState implements StateStore: each record is a new version, stamped
-// like findings so that versions never tie.
+// like findings so that versions never tie, all in one INSERT.
 func (r *Repository) SaveState(ctx context.Context, recs []StateRecord) error {
-	for _, rec := range recs {
-		p := store.Params{
-			"detector":   stringParam(rec.Detector),
-			"cluster":    stringParam(rec.Cluster),
-			"key":        stringParam(rec.Key),
-			"last_seen":  timeParam(rec.LastSeen),
-			"updated_at": timeParam(r.stamp()),
-			"body":       stringParam(string(rec.Body)),
-		}
-		if err := r.st.Exec(ctx, saveStateSQL, p); err != nil {
-			return fmt.Errorf("storing %s state %s/%s: %w", rec.Detector, rec.Cluster, rec.Key, err)
-		}
+	if len(recs) == 0 {
+		return nil
+	}
+	n := len(recs)
+	detectors, clusters, keys, bodies := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	seen, stamps := make([]time.Time, n), make([]time.Time, n)
+	for i, rec := range recs {
+		detectors[i], clusters[i], keys[i], bodies[i] = rec.Detector, rec.Cluster, rec.Key, string(rec.Body)
+		seen[i], stamps[i] = rec.LastSeen, r.stamp()
+	}
+	p := store.Params{
+		"detector":   arrayParam(detectors),
+		"cluster":    arrayParam(clusters),
+		"key":        arrayParam(keys),
+		"last_seen":  store.TimeArrayParam(seen),
+		"updated_at": store.TimeArrayParam(stamps),
+		"body":       arrayParam(bodies),
+	}
+	if err := r.st.Exec(ctx, saveStateSQL, p); err != nil {
+		return fmt.Errorf("storing %d %s state records (%s/%s, …): %w", n, recs[0].Detector, recs[0].Cluster, recs[0].Key, err)
 	}
 	return nil
 }

@@ -54,10 +54,6 @@ type Embedded struct {
 
 var _ Store = (*Embedded)(nil)
 
-// embeddedArgs are the settings of every connection. JSONEachRow output
-// keeps 64-bit integers unquoted, as the Store contract says.
-var embeddedArgs = []string{"--output_format_json_quote_64bit_integers=0"}
-
 // OpenEmbedded starts the embedded engine on dataPath (created if
 // missing). Only one data path can be open per process. When libchdb.so
 // cannot be found the error wraps chdb.ErrLibraryNotFound and says how to
@@ -74,7 +70,7 @@ func OpenEmbedded(ctx context.Context, dataPath string, opts EmbeddedOptions) (*
 	if err != nil {
 		return nil, fmt.Errorf("opening the embedded engine: %w", err)
 	}
-	args := slices.Clone(embeddedArgs)
+	var args []string
 	if opts.ConfigFile != "" {
 		args = append(args, "--config-file="+opts.ConfigFile)
 	}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"strings"
 	"time"
 )
@@ -66,4 +67,28 @@ func TimeParam(t time.Time) string {
 		t = MaxTime
 	}
 	return t.Format("2006-01-02 15:04:05.000000")
+}
+
+// TimeArrayParam renders ts for a {name:Array(DateTime64(6, 'UTC'))}
+// parameter, each as TimeParam renders it.
+func TimeArrayParam(ts []time.Time) string {
+	vals := make([]string, len(ts))
+	for i, t := range ts {
+		vals[i] = TimeParam(t)
+	}
+	return StringArrayParam(vals)
+}
+
+// FloatArrayParam renders vals for a {name:Array(Float32)} or
+// {name:Array(Float64)} parameter, each in the shortest form that reads
+// back as the same float of that many bits.
+func FloatArrayParam(vals []float64, bits int) string {
+	b := []byte{'['}
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendFloat(b, v, 'g', -1, bits)
+	}
+	return string(append(b, ']'))
 }

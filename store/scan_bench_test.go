@@ -45,7 +45,7 @@ FROM numbers(1000000)`
 		for b.Loop() {
 			var sum int64
 			var carry []byte
-			err := e.db.QueryStream(ctx, sql, "JSONEachRow", nil, func(chunk []byte) error {
+			err := e.db.QueryStream(ctx, sql+" SETTINGS output_format_json_quote_64bit_integers = 0", "JSONEachRow", nil, func(chunk []byte) error {
 				for len(chunk) > 0 {
 					i := bytes.IndexByte(chunk, '\n')
 					if i < 0 {

@@ -376,3 +376,35 @@ func TestRows(t *testing.T) {
 		t.Errorf("%d errors yielded, want 1", errs)
 	}
 }
+
+// TestArrayParams reads array parameters back through the engine: times
+// clamped and rounded as TimeParam does, floats of each width exact, and
+// strings escaped.
+func TestArrayParams(t *testing.T) {
+	e := openTestEmbedded(t)
+	type row struct {
+		T   []time.Time
+		F32 []float32
+		F64 []float64
+		S   []string
+	}
+	times := []time.Time{time.Date(2026, 12, 7, 1, 2, 3, 456789001, time.UTC), time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), {}}
+	p := Params{
+		"t":   TimeArrayParam(times),
+		"f32": FloatArrayParam([]float64{0.1, float64(float32(0.7)), -3}, 32),
+		"f64": FloatArrayParam([]float64{0.1, 1e300, -2.5e-7}, 64),
+		"s":   StringArrayParam([]string{`a'b\c`, "tab\there", ""}),
+	}
+	var got []row
+	err := Each(context.Background(), e, "SELECT {t:Array(DateTime64(6, 'UTC'))} AS t, {f32:Array(Float32)} AS f32, {f64:Array(Float64)} AS f64, {s:Array(String)} AS s",
+		p, func(r row) error { got = append(got, r); return nil })
+	want := row{
+		T:   []time.Time{time.Date(2026, 12, 7, 1, 2, 3, 456790000, time.UTC), MinTime, MinTime},
+		F32: []float32{0.1, 0.7, -3},
+		F64: []float64{0.1, 1e300, -2.5e-7},
+		S:   []string{`a'b\c`, "tab\there", ""},
+	}
+	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want) {
+		t.Errorf("got %+v, %v; want %+v", got, err, want)
+	}
+}
