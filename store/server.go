@@ -393,7 +393,7 @@ func (s *server) Insert(ctx context.Context, rows []Row) error {
 	defer batch.Close()
 	for i, v := range cols.values() {
 		if err := batch.Column(i).Append(v); err != nil {
-			return fmt.Errorf("appending column %s of %d rows for audit_events: %w", insertColumns[i], len(rows), err)
+			return fmt.Errorf("appending column %s of %d rows for audit_events: %w", storedColumns[i].name, len(rows), err)
 		}
 	}
 	if err := batch.Send(); err != nil {
@@ -419,41 +419,96 @@ func dedupToken(rows []Row) string {
 	return "auditlens-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// insertColumns are the audit_events columns Insert writes, in the order
-// of insertBatch.values: received_at and request_uri in their stored forms
-// (derived.go).
-var insertColumns = [...]string{
-	"cluster", "apiserver", "ts", "received_at_full", "received_lag", "audit_id", "stage", "level", "verb",
-	"request_uri_full", "request_uri_tmpl", "user", "user_groups", "impersonated_user", "user_agent", "source_ip",
-	"resource", "subresource", "api_group", "api_version", "namespace", "name",
-	"object_rv", "object_uid", "code", "response_rv", "watch",
-	"req_rv", "req_rv_match", "timeout_seconds", "label_selector", "field_selector",
-	"req_limit", "req_continue", "annotations", "raw", "residual",
-}
+// insertSQL writes storedColumns, in their order.
+var insertSQL = "INSERT INTO audit_events (" + strings.Join(storedColumnNames(), ", ") + ")"
 
-var insertSQL = "INSERT INTO audit_events (" + strings.Join(insertColumns[:], ", ") + ")"
-
-// insertBatch holds rows as columns, one slice per column, for the
-// columnar appends of clickhouse-go.
+// insertBatch holds rows as columns, one slice per column of
+// storedColumns, for the columnar appends of clickhouse-go. Its columns are
+// built from rowColumns, the one description of the table's columns.
 type insertBatch struct {
-	cluster, apiServer, auditID, stage, level, verb, requestURIFull []string
-	requestURITmpl                                                  []string
-	user                                                            []string
-	impersonatedUser, userAgent, sourceIP, resource, subresource    []string
-	apiGroup, apiVersion, namespace, name, objectRV, objectUID      []string
-	responseRV, requestedRV, rvMatch, labelSelector, fieldSelector  []string
-	continue_                                                       []string
-	ts, receivedAtFull                                              []time.Time
-	receivedLag                                                     []int64
-	groups                                                          [][]string
-	code, timeoutSeconds                                            []int32
-	watch                                                           []bool
-	limit                                                           []int64
-	annotations                                                     []map[string]string
-	raw, residual                                                   [][]byte
+	cols []insertColumn
 }
 
-var insertPool = sync.Pool{New: func() any { return new(insertBatch) }}
+// insertColumn is one or, for a column stored in another form, two of the
+// batch's slices.
+type insertColumn interface {
+	add(r *Row)
+	// values appends the column's slices, in storedColumns order.
+	values(out []any) []any
+	// reset empties the slices, keeping their capacity and dropping the
+	// references to the rows' strings, slices and maps.
+	reset()
+}
+
+// fieldColumn holds the values of one Row field.
+type fieldColumn[T any] struct {
+	vals []T
+	get  func(r *Row) any // rowColumn.field: a *T
+}
+
+func (c *fieldColumn[T]) add(r *Row)             { c.vals = append(c.vals, *c.get(r).(*T)) }
+func (c *fieldColumn[T]) values(out []any) []any { return append(out, c.vals) }
+func (c *fieldColumn[T]) reset()                 { clear(c.vals); c.vals = c.vals[:0] }
+
+// splitColumn holds a column stored as two (derived.go), split once per
+// row.
+type splitColumn[A, B any] struct {
+	a     []A
+	b     []B
+	split func(r *Row) (A, B)
+}
+
+func (c *splitColumn[A, B]) add(r *Row) {
+	x, y := c.split(r)
+	c.a, c.b = append(c.a, x), append(c.b, y)
+}
+func (c *splitColumn[A, B]) values(out []any) []any { return append(out, c.a, c.b) }
+func (c *splitColumn[A, B]) reset() {
+	clear(c.a)
+	clear(c.b)
+	c.a, c.b = c.a[:0], c.b[:0]
+}
+
+// newInsertBatch builds a batch's columns from rowColumns.
+func newInsertBatch() *insertBatch {
+	b := &insertBatch{cols: make([]insertColumn, len(rowColumns))}
+	for i, c := range rowColumns {
+		switch i {
+		case colReceivedAt:
+			b.cols[i] = &splitColumn[time.Time, int64]{split: func(r *Row) (time.Time, int64) {
+				full, lag := splitReceivedAt(r)
+				return time.UnixMicro(full).UTC(), lag
+			}}
+			continue
+		case colRequestURI:
+			b.cols[i] = &splitColumn[string, string]{split: splitRequestURI}
+			continue
+		}
+		switch c.field(&Row{}).(type) {
+		case *string:
+			b.cols[i] = &fieldColumn[string]{get: c.field}
+		case *[]byte:
+			b.cols[i] = &fieldColumn[[]byte]{get: c.field}
+		case *time.Time:
+			b.cols[i] = &fieldColumn[time.Time]{get: c.field}
+		case *int32:
+			b.cols[i] = &fieldColumn[int32]{get: c.field}
+		case *int64:
+			b.cols[i] = &fieldColumn[int64]{get: c.field}
+		case *bool:
+			b.cols[i] = &fieldColumn[bool]{get: c.field}
+		case *[]string:
+			b.cols[i] = &fieldColumn[[]string]{get: c.field}
+		case *map[string]string:
+			b.cols[i] = &fieldColumn[map[string]string]{get: c.field}
+		default:
+			panic(fmt.Sprintf("store: no insert column for %s's field %T", c.name, c.field(&Row{})))
+		}
+	}
+	return b
+}
+
+var insertPool = sync.Pool{New: func() any { return newInsertBatch() }}
 
 func getInsertColumns() *insertBatch { return insertPool.Get().(*insertBatch) }
 
@@ -462,88 +517,27 @@ func putInsertColumns(b *insertBatch) {
 	insertPool.Put(b)
 }
 
-// stringColumns returns the string columns, for reset.
-func (b *insertBatch) stringColumns() []*[]string {
-	return []*[]string{
-		&b.cluster, &b.apiServer, &b.auditID, &b.stage, &b.level, &b.verb, &b.requestURIFull, &b.requestURITmpl, &b.user,
-		&b.impersonatedUser, &b.userAgent, &b.sourceIP, &b.resource, &b.subresource,
-		&b.apiGroup, &b.apiVersion, &b.namespace, &b.name, &b.objectRV, &b.objectUID,
-		&b.responseRV, &b.requestedRV, &b.rvMatch, &b.labelSelector, &b.fieldSelector,
-		&b.continue_,
-	}
-}
-
-// reset empties the columns, keeping their capacity and dropping the
-// references to the rows' strings, slices and maps.
+// reset empties the columns, keeping their capacity.
 func (b *insertBatch) reset() {
-	for _, c := range b.stringColumns() {
-		clear(*c)
-		*c = (*c)[:0]
+	for _, c := range b.cols {
+		c.reset()
 	}
-	clear(b.groups)
-	clear(b.annotations)
-	clear(b.raw)
-	clear(b.residual)
-	b.ts, b.receivedAtFull, b.receivedLag = b.ts[:0], b.receivedAtFull[:0], b.receivedLag[:0]
-	b.groups, b.code, b.timeoutSeconds = b.groups[:0], b.code[:0], b.timeoutSeconds[:0]
-	b.watch, b.limit, b.annotations, b.raw = b.watch[:0], b.limit[:0], b.annotations[:0], b.raw[:0]
-	b.residual = b.residual[:0]
 }
 
 // appendRows adds rows to the columns.
 func (b *insertBatch) appendRows(rows []Row) {
-	for i := range rows {
-		r := &rows[i]
-		b.cluster = append(b.cluster, r.Cluster)
-		b.apiServer = append(b.apiServer, r.APIServer)
-		b.ts = append(b.ts, r.Time)
-		full, lag := splitReceivedAt(r)
-		b.receivedAtFull = append(b.receivedAtFull, time.UnixMicro(full).UTC())
-		b.receivedLag = append(b.receivedLag, lag)
-		b.auditID = append(b.auditID, r.AuditID)
-		b.stage = append(b.stage, r.Stage)
-		b.level = append(b.level, r.Level)
-		b.verb = append(b.verb, r.Verb)
-		uri, tmpl := splitRequestURI(r)
-		b.requestURIFull = append(b.requestURIFull, uri)
-		b.requestURITmpl = append(b.requestURITmpl, tmpl)
-		b.user = append(b.user, r.User)
-		b.groups = append(b.groups, r.Groups)
-		b.impersonatedUser = append(b.impersonatedUser, r.ImpersonatedUser)
-		b.userAgent = append(b.userAgent, r.UserAgent)
-		b.sourceIP = append(b.sourceIP, r.SourceIP)
-		b.resource = append(b.resource, r.Resource)
-		b.subresource = append(b.subresource, r.Subresource)
-		b.apiGroup = append(b.apiGroup, r.APIGroup)
-		b.apiVersion = append(b.apiVersion, r.APIVersion)
-		b.namespace = append(b.namespace, r.Namespace)
-		b.name = append(b.name, r.Name)
-		b.objectRV = append(b.objectRV, r.ObjectRV)
-		b.objectUID = append(b.objectUID, r.ObjectUID)
-		b.code = append(b.code, r.Code)
-		b.responseRV = append(b.responseRV, r.ResponseRV)
-		b.watch = append(b.watch, r.Watch)
-		b.requestedRV = append(b.requestedRV, r.RequestedRV)
-		b.rvMatch = append(b.rvMatch, r.RVMatch)
-		b.timeoutSeconds = append(b.timeoutSeconds, r.TimeoutSeconds)
-		b.labelSelector = append(b.labelSelector, r.LabelSelector)
-		b.fieldSelector = append(b.fieldSelector, r.FieldSelector)
-		b.limit = append(b.limit, r.Limit)
-		b.continue_ = append(b.continue_, r.Continue)
-		b.annotations = append(b.annotations, r.Annotations)
-		b.raw = append(b.raw, r.Raw)
-		b.residual = append(b.residual, r.Residual)
+	for _, c := range b.cols {
+		for i := range rows {
+			c.add(&rows[i])
+		}
 	}
 }
 
-// values returns the columns in insertColumns order.
+// values returns the columns in storedColumns order.
 func (b *insertBatch) values() []any {
-	return []any{
-		b.cluster, b.apiServer, b.ts, b.receivedAtFull, b.receivedLag, b.auditID, b.stage, b.level, b.verb,
-		b.requestURIFull, b.requestURITmpl, b.user, b.groups, b.impersonatedUser, b.userAgent, b.sourceIP,
-		b.resource, b.subresource, b.apiGroup, b.apiVersion, b.namespace, b.name,
-		b.objectRV, b.objectUID, b.code, b.responseRV, b.watch,
-		b.requestedRV, b.rvMatch, b.timeoutSeconds, b.labelSelector, b.fieldSelector,
-		b.limit, b.continue_, b.annotations, b.raw, b.residual,
+	out := make([]any, 0, len(storedColumns))
+	for _, c := range b.cols {
+		out = c.values(out)
 	}
+	return out
 }
