@@ -117,13 +117,7 @@ func (e *Embedded) SelectRows(ctx context.Context, sql string, params Params, fn
 		}
 		return nil
 	}}
-	err := decodeAhead(func(take func([]byte) error) error {
-		return e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, take)
-	}, d.write)
-	if err == nil {
-		err = d.end()
-	}
-	return streamErr(sql, err, fnErr)
+	return streamErr(sql, e.readRowBinary(ctx, sql, params, d), fnErr)
 }
 
 // Scan implements Scanner. The engine writes its result as
@@ -141,14 +135,21 @@ func (e *Embedded) Scan(ctx context.Context, sql string, params Params, bind fun
 		}
 		return nil
 	}}
-	s := rbStream{rows: d}
+	return streamErr(sql, e.readRowBinary(ctx, sql, params, d), fnErr)
+}
+
+// readRowBinary runs sql with its result as RowBinaryWithNamesAndTypes,
+// framed by an rbStream and decoded by rows ahead of the engine
+// (decodeAhead).
+func (e *Embedded) readRowBinary(ctx context.Context, sql string, params Params, rows rbRows) error {
+	s := rbStream{rows: rows}
 	err := decodeAhead(func(take func([]byte) error) error {
 		return e.db.QueryStream(ctx, sql, "RowBinaryWithNamesAndTypes", params, take)
 	}, s.write)
 	if err == nil {
 		err = s.end()
 	}
-	return streamErr(sql, err, fnErr)
+	return err
 }
 
 // aheadChunks is how many chunks of the engine's output decodeAhead holds

@@ -122,19 +122,14 @@ func ValueType(typ string) (reflect.Type, error) {
 		if len(t.args) == 1 {
 			return ValueType(t.args[0])
 		}
-	case "Nullable":
+	case "Nullable", "Array":
 		if len(t.args) == 1 {
 			v, err := ValueType(t.args[0])
 			if err != nil {
 				return nil, err
 			}
-			return reflect.PointerTo(v), nil
-		}
-	case "Array":
-		if len(t.args) == 1 {
-			v, err := ValueType(t.args[0])
-			if err != nil {
-				return nil, err
+			if t.name == "Nullable" {
+				return reflect.PointerTo(v), nil
 			}
 			return reflect.SliceOf(v), nil
 		}
