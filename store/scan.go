@@ -332,18 +332,18 @@ func converter(from, to reflect.Type) (convFunc, error) {
 			dst.Set(reflect.ValueOf(src.Interface().(time.Time).UTC()))
 			return nil
 		}, nil
-	case from.Kind() == reflect.Pointer && to.Kind() == reflect.Pointer:
-		elem, err := converter(from.Elem(), to.Elem())
+	case to.Kind() == reflect.Pointer: // NULL stays nil; a value is pointed to
+		elem, err := converter(from, to.Elem())
 		if err != nil {
 			return nil, err
 		}
 		return func(dst, src reflect.Value) error {
-			if src.IsNil() {
+			if src.Kind() == reflect.Pointer && src.IsNil() {
 				dst.SetZero()
 				return nil
 			}
 			p := reflect.New(to.Elem())
-			if err := elem(p.Elem(), src.Elem()); err != nil {
+			if err := elem(p.Elem(), src); err != nil {
 				return err
 			}
 			dst.Set(p)
@@ -361,46 +361,20 @@ func converter(from, to reflect.Type) (convFunc, error) {
 			}
 			return elem(dst, src.Elem())
 		}, nil
-	case to.Kind() == reflect.Pointer:
-		elem, err := converter(from, to.Elem())
-		if err != nil {
-			return nil, err
-		}
-		return func(dst, src reflect.Value) error {
-			p := reflect.New(to.Elem())
-			if err := elem(p.Elem(), src); err != nil {
-				return err
-			}
-			dst.Set(p)
-			return nil
-		}, nil
-	case from.Kind() == reflect.Slice && to.Kind() == reflect.Slice:
+	case from.Kind() == reflect.Slice && (to.Kind() == reflect.Slice || to.Kind() == reflect.Array):
 		elem, err := converter(from.Elem(), to.Elem())
 		if err != nil {
 			return nil, err
 		}
 		return func(dst, src reflect.Value) error {
-			if src.IsNil() {
+			switch {
+			case to.Kind() == reflect.Array && src.Len() != to.Len():
+				return fmt.Errorf("an array of %d for a %s", src.Len(), to)
+			case to.Kind() == reflect.Slice && src.IsNil():
 				dst.SetZero()
 				return nil
-			}
-			s := reflect.MakeSlice(to, src.Len(), src.Len())
-			for i := range src.Len() {
-				if err := elem(s.Index(i), src.Index(i)); err != nil {
-					return err
-				}
-			}
-			dst.Set(s)
-			return nil
-		}, nil
-	case from.Kind() == reflect.Slice && to.Kind() == reflect.Array:
-		elem, err := converter(from.Elem(), to.Elem())
-		if err != nil {
-			return nil, err
-		}
-		return func(dst, src reflect.Value) error {
-			if src.Len() != to.Len() {
-				return fmt.Errorf("an array of %d for a %s", src.Len(), to)
+			case to.Kind() == reflect.Slice:
+				dst.Set(reflect.MakeSlice(to, src.Len(), src.Len()))
 			}
 			for i := range src.Len() {
 				if err := elem(dst.Index(i), src.Index(i)); err != nil {

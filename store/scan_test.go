@@ -128,8 +128,10 @@ func TestScanEngines(t *testing.T) {
 		IntF  float64  `ch:"i"`   // Int64 into float
 		Raw   []byte   `ch:"raw"` // String
 		Named severity `ch:"sev"`
-		Null  string   `ch:"ns"` // Nullable(String), NULL
-		Opt   *int64   `ch:"oi"` // Int32 into a pointer
+		Null  string   `ch:"ns"`  // Nullable(String), NULL
+		Opt   *int64   `ch:"oi"`  // Int32 into a pointer
+		NOpt  *int64   `ch:"nio"` // Nullable(Int32), NULL, into a pointer
+		SOpt  *int64   `ch:"sio"` // Nullable(Int32) into a pointer
 		Arr   []int    `ch:"arr"`
 		Map   map[string]int64
 		Times []time.Time `ch:"times"`
@@ -138,13 +140,13 @@ func TestScanEngines(t *testing.T) {
 		Plain string      // matched by name without case
 	}
 	const convertedSQL = `SELECT count() AS n, toInt32(-3) AS c, toInt64(200) AS s, toFloat32(0.25) AS r, toInt64(-4) AS i,
-		'bytes' AS raw, 'high' AS sev, NULL::Nullable(String) AS ns, toInt32(9) AS oi, [toUInt8(1), 2]::Array(UInt8) AS arr,
+		'bytes' AS raw, 'high' AS sev, NULL::Nullable(Int32) AS nio, 7::Nullable(Int32) AS sio, NULL::Nullable(String) AS ns, toInt32(9) AS oi, [toUInt8(1), 2]::Array(UInt8) AS arr,
 		map('a', toUInt32(1)) AS map, [toDateTime64('2024-01-02 08:34:05.123456', 6, 'Asia/Kolkata')] AS times,
 		[toInt32(1), -2] AS pair, 'p' AS PLAIN FROM numbers(7)`
-	nine := int64(9)
+	nine, seven := int64(9), int64(7)
 	wantConverted := converted{
 		Count: 7, Code: -3, Small: 200, Ratio: 0.25, IntF: -4, Raw: []byte("bytes"), Named: "high",
-		Opt: &nine, Arr: []int{1, 2}, Map: map[string]int64{"a": 1}, Times: []time.Time{time.Date(2024, 1, 2, 3, 4, 5, 123456000, time.UTC)},
+		Opt: &nine, SOpt: &seven, Arr: []int{1, 2}, Map: map[string]int64{"a": 1}, Times: []time.Time{time.Date(2024, 1, 2, 3, 4, 5, 123456000, time.UTC)},
 		Pair: [2]int64{1, -2}, Plain: "p",
 	}
 
