@@ -44,7 +44,8 @@ const requestTimeSQL = auditsql.RequestTime
 // rows are sorted here (selectNodes), not by ORDER BY: over 100M events
 // (50 nodes of 450k heartbeats each) the engine took 12 s with it and 4 s
 // without.
-var heartbeatNodesSQL = `SELECT cluster, node, length(beats) AS n, beats[1] AS first_t, beats[-1] AS last_t, med, p90, thr,
+func heartbeatNodesSQL(window string) string {
+	return `SELECT cluster, node, length(beats) AS n, beats[1] AS first_t, beats[-1] AS last_t, med, p90, thr,
        arrayFilter((f, g) -> g > thr, arrayPopBack(beats), gaps) AS gap_from,
        arrayFilter((f, g) -> g > thr, arrayPopFront(beats), gaps) AS gap_to
 FROM (
@@ -63,7 +64,7 @@ FROM (
                 FROM (
                     SELECT cluster, ` + heartbeat.NodeSQL + ` AS node, arraySort(groupArray(` + heartbeat.TimeSQL + ` * 1000 + code)) AS stages
                     FROM audit_events
-                    WHERE %WINDOW% AND ` + heartbeat.FilterSQL + ` AND code >= 0 AND code < 1000
+                    WHERE ` + window + ` AND ` + heartbeat.FilterSQL + ` AND code >= 0 AND code < 1000
                     GROUP BY cluster, user
                 )
             )
@@ -71,6 +72,7 @@ FROM (
     )
 )
 WHERE n > 0`
+}
 
 // hbNode is one node's heartbeats over the lookback and window.
 type hbNode struct {
@@ -88,7 +90,7 @@ type hbNode struct {
 
 func (d *HeartbeatLoss) selectNodes(ctx context.Context, q Querier, span Window) ([]hbNode, error) {
 	p := store.Params{"k": strconv.FormatFloat(d.cfg.IntervalFactor, 'f', -1, 64), "floor": strconv.FormatInt(usIn(d.cfg.Floor), 10)}
-	sql := strings.Replace(heartbeatNodesSQL, "%WINDOW%", windowParams(span, p), 1)
+	sql := heartbeatNodesSQL(windowParams(span, p))
 	var out []hbNode
 	err := selectRows(ctx, q, "node heartbeats", sql, p, func(r hbNode) error {
 		out = append(out, r)
@@ -104,12 +106,14 @@ func (d *HeartbeatLoss) selectNodes(ctx context.Context, q Querier, span Window)
 // far its audit feed reaches. The window starts where an open gap could
 // begin to matter, so the engine reads little (the sort key holds the
 // hour).
-const feedHeadSQL = `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS head FROM audit_events WHERE %WINDOW% GROUP BY cluster`
+func feedHeadSQL(window string) string {
+	return `SELECT cluster, toUnixTimestamp64Micro(max(ts)) AS head FROM audit_events WHERE ` + window + ` GROUP BY cluster`
+}
 
 func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, error) {
 	p := store.Params{}
 	out := map[string]int64{}
-	err := selectRows(ctx, q, "audit feed heads", strings.Replace(feedHeadSQL, "%WINDOW%", windowParams(w, p), 1), p,
+	err := selectRows(ctx, q, "audit feed heads", feedHeadSQL(windowParams(w, p)), p,
 		func(r struct {
 			Cluster string `json:"cluster"`
 			Head    int64  `json:"head"`
@@ -123,7 +127,8 @@ func selectHeads(ctx context.Context, q Querier, w Window) (map[string]int64, er
 // silencesSQL returns the stretches of at least {min} seconds in which a
 // cluster's audit feed holds no event at all, as [from, to) in
 // microseconds. Seconds with events are found by the engine.
-const silencesSQL = `SELECT cluster, arrayMap((a, b) -> [(a + 1) * 1000000, b * 1000000], from_s, to_s) AS silences
+func silencesSQL(window string) string {
+	return `SELECT cluster, arrayMap((a, b) -> [(a + 1) * 1000000, b * 1000000], from_s, to_s) AS silences
 FROM (
     SELECT cluster, arraySort(groupArray(s)) AS secs, arrayPopFront(arrayDifference(secs)) AS steps,
            arrayFilter((a, d) -> d - 1 >= {min:Int64}, arrayPopBack(secs), steps) AS from_s,
@@ -131,18 +136,19 @@ FROM (
     FROM (
         SELECT cluster, intDiv(toUnixTimestamp64Micro(ts), 1000000) AS s
         FROM audit_events
-        WHERE %WINDOW%
+        WHERE ` + window + `
         GROUP BY cluster, s
     )
     GROUP BY cluster
 )`
+}
 
 // selectSilences returns the silences of at least min (whole seconds
 // without an event) per cluster.
 func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window, min time.Duration) (map[string][][2]int64, error) {
 	p := store.Params{"min": strconv.FormatInt(max(int64(min/time.Second), 1), 10)}
 	out := map[string][][2]int64{}
-	err := selectRows(ctx, q, "audit feed silences", strings.Replace(silencesSQL, "%WINDOW%", windowParams(w, p), 1), p,
+	err := selectRows(ctx, q, "audit feed silences", silencesSQL(windowParams(w, p)), p,
 		func(r struct {
 			Cluster  string     `json:"cluster"`
 			Silences [][2]int64 `json:"silences"`
@@ -158,25 +164,29 @@ func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window,
 // or patch of the node itself by anyone but kubelets, the node-lifecycle
 // controller and routine controllers (a cordon, a taint, a drain's first
 // step). One row per node.
-const intentSQL = `SELECT name AS node, groupArray(` + requestTimeSQL + `) AS intent_t
+func intentSQL(window string) string {
+	return `SELECT name AS node, groupArray(` + requestTimeSQL + `) AS intent_t
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND resource = 'nodes' AND subresource = '' AND name IN {nodes:Array(String)}
+WHERE ` + window + ` AND cluster = {cluster:String} AND resource = 'nodes' AND subresource = '' AND name IN {nodes:Array(String)}
   AND (verb = 'delete' OR (verb IN ('update', 'patch') AND NOT startsWith(user, 'system:node:') AND user NOT IN {routine:Array(String)}))
 GROUP BY name`
+}
 
 // activitySQL counts, per node, the requests its kubelet made strictly
 // inside the given stretch of its gap ({lo} and {hi}, microseconds, in the
 // order of {nodes}): a node that reached the apiserver during its heartbeat
 // gap is not cut off — its heartbeats are missing for another reason, such
 // as a policy that stopped logging them, or they failed.
-const activitySQL = `SELECT node, count() AS n
+func activitySQL(window string) string {
+	return `SELECT node, count() AS n
 FROM (
     SELECT ` + heartbeat.NodeSQL + ` AS node, indexOf({nodes:Array(String)}, node) AS i, ` + requestTimeSQL + ` AS t
     FROM audit_events
-    WHERE %WINDOW% AND cluster = {cluster:String} AND user IN {users:Array(String)}
+    WHERE ` + window + ` AND cluster = {cluster:String} AND user IN {users:Array(String)}
 )
 WHERE i > 0 AND t > {lo:Array(Int64)}[i] AND t < {hi:Array(Int64)}[i]
 GROUP BY node`
+}
 
 // selectIntent returns, per node, when someone took it away on purpose.
 func (d *HeartbeatLoss) selectIntent(ctx context.Context, q Querier, w Window, cluster string, nodes []string) (map[string][]int64, error) {
@@ -185,7 +195,7 @@ func (d *HeartbeatLoss) selectIntent(ctx context.Context, q Querier, w Window, c
 	ww := w
 	ww.Clusters = nil
 	out := map[string][]int64{}
-	err := selectRows(ctx, q, "writes of lost nodes", strings.Replace(intentSQL, "%WINDOW%", windowParams(ww, p), 1), p,
+	err := selectRows(ctx, q, "writes of lost nodes", intentSQL(windowParams(ww, p)), p,
 		func(r struct {
 			Node    string  `json:"node"`
 			IntentT []int64 `json:"intent_t"`
@@ -208,7 +218,7 @@ func selectActive(ctx context.Context, q Querier, w Window, cluster string, node
 	ww := w
 	ww.Clusters = nil
 	out := map[string]bool{}
-	err := selectRows(ctx, q, "requests of lost nodes", strings.Replace(activitySQL, "%WINDOW%", windowParams(ww, p), 1), p,
+	err := selectRows(ctx, q, "requests of lost nodes", activitySQL(windowParams(ww, p)), p,
 		func(r struct {
 			Node string `json:"node"`
 			N    int    `json:"n"`
@@ -232,7 +242,8 @@ func intArrayParam(vals []int64) string {
 // writes of them (status: NotReady/Unknown; the node: taints), pod
 // deletes and evictions by the evicting controllers, and the nodes'
 // kubelets' lists and watch-lists (the relist when they come back).
-const consequencesSQL = `SELECT cluster, audit_id, c_stage AS stage, c_t AS t, 0 AS received, c_verb AS verb, c_resource AS resource,
+func consequencesSQL(window string) string {
+	return `SELECT cluster, audit_id, c_stage AS stage, c_t AS t, 0 AS received, c_verb AS verb, c_resource AS resource,
        c_sub AS sub, c_namespace AS namespace, c_name AS name, c_user AS user, '' AS user_agent, '' AS source_ip,
        c_uri AS request_uri, c_code AS code, '' AS req_rv, '' AS response_rv, '' AS object_rv
 FROM (
@@ -240,7 +251,7 @@ FROM (
            any(resource) AS c_resource, any(subresource) AS c_sub, any(namespace) AS c_namespace, any(name) AS c_name,
            any(user) AS c_user, any(request_uri) AS c_uri, max(code) AS c_code
     FROM audit_events
-    WHERE %WINDOW% AND cluster = {cluster:String}
+    WHERE ` + window + ` AND cluster = {cluster:String}
       AND ((resource = 'nodes' AND verb IN ('patch', 'update') AND user IN {lifecycle:Array(String)} AND name IN {nodes:Array(String)})
         OR (resource = 'pods' AND user IN {evictors:Array(String)}
             AND ((verb = 'delete' AND subresource = '') OR (verb = 'create' AND subresource = 'eviction')))
@@ -249,19 +260,22 @@ FROM (
     HAVING c_code = 0 OR (c_code >= 200 AND c_code < 300)
 )
 ORDER BY t, audit_id`
+}
 
 // activeSQL tells whether any of the given users made a request in one
 // cluster and window.
-const activeSQL = `SELECT count() AS n FROM (
-    SELECT 1 FROM audit_events WHERE %WINDOW% AND cluster = {cluster:String} AND user IN {users:Array(String)} LIMIT 1
+func activeSQL(window string) string {
+	return `SELECT count() AS n FROM (
+    SELECT 1 FROM audit_events WHERE ` + window + ` AND cluster = {cluster:String} AND user IN {users:Array(String)} LIMIT 1
 )`
+}
 
 func selectAnyRequest(ctx context.Context, q Querier, w Window, cluster string, users []string) (bool, error) {
 	p := store.Params{"cluster": stringParam(cluster), "users": arrayParam(users)}
 	ww := w
 	ww.Clusters = nil
 	found := false
-	err := selectRows(ctx, q, "requests of the node-lifecycle controller", strings.Replace(activeSQL, "%WINDOW%", windowParams(ww, p), 1), p,
+	err := selectRows(ctx, q, "requests of the node-lifecycle controller", activeSQL(windowParams(ww, p)), p,
 		func(r struct {
 			N int `json:"n"`
 		}) error {
@@ -286,7 +300,7 @@ func (d *HeartbeatLoss) selectConsequences(ctx context.Context, q Querier, w Win
 	ww := w
 	ww.Clusters = nil
 	var out []consequenceRow
-	err := selectRows(ctx, q, "consequences of heartbeat loss", strings.Replace(consequencesSQL, "%WINDOW%", windowParams(ww, p), 1), p,
+	err := selectRows(ctx, q, "consequences of heartbeat loss", consequencesSQL(windowParams(ww, p)), p,
 		func(r consequenceRow) error {
 			out = append(out, r)
 			return nil
@@ -298,11 +312,13 @@ func (d *HeartbeatLoss) selectConsequences(ctx context.Context, q Querier, w Win
 // named by node and request time ("node/microseconds"): the last
 // heartbeat before each gap and the first after it. The window is narrowed
 // to the times asked for.
-const boundarySQL = `SELECT ` + eventColumns + `, concat(` + heartbeat.NodeSQL + `, '/', toString(` + heartbeat.TimeSQL + `)) AS key
+func boundarySQL(window string) string {
+	return `SELECT ` + eventColumns + `, concat(` + heartbeat.NodeSQL + `, '/', toString(` + heartbeat.TimeSQL + `)) AS key
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND ` + heartbeat.FilterSQL + `
+WHERE ` + window + ` AND cluster = {cluster:String} AND ` + heartbeat.FilterSQL + `
   AND name IN {nodes:Array(String)} AND ` + heartbeat.TimeSQL + ` IN {times:Array(Int64)} AND key IN {keys:Array(String)}
 ORDER BY ts, stage`
+}
 
 type boundaryRow struct {
 	eventRow
@@ -326,7 +342,7 @@ func selectBoundaries(ctx context.Context, q Querier, cluster string, keys []str
 	// A stage is logged at most a request timeout after the request.
 	w := Window{Since: micros(slices.Min(times)), Until: micros(slices.Max(times)).Add(2 * time.Minute)}
 	p := store.Params{"cluster": stringParam(cluster), "keys": arrayParam(keys), "nodes": arrayParam(nodes), "times": intArrayParam(times)}
-	err := selectRows(ctx, q, "heartbeats around gaps", strings.Replace(boundarySQL, "%WINDOW%", windowParams(w, p), 1), p,
+	err := selectRows(ctx, q, "heartbeats around gaps", boundarySQL(windowParams(w, p)), p,
 		func(r boundaryRow) error {
 			out[r.Key] = append(out[r.Key], r.eventRow)
 			return nil

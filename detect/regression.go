@@ -109,13 +109,15 @@ const isListSQL = refl.ListSQL
 // bench store this pass sorts every watch and list of the window (30M
 // rows): as tuples of (start, resourceVersion, is-list, hash of the audit
 // ID) it took 9.2-9.6 s.
-const suspectsSQL = `SELECT ident FROM (
+func suspectsSQL(window, resources string) string {
+	return `SELECT ident FROM (
     SELECT cluster, ` + reflectorKey + ` AS ident, arraySort(groupArray(` + suspectKeySQL + `)) AS s
     FROM audit_events
-    WHERE %WINDOW% AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))%RESOURCES%
+    WHERE ` + window + ` AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))` + resources + `
     GROUP BY cluster, ident
 )
 WHERE arrayExists((cur, prev) -> toUInt64(cur) != 0 AND toUInt64(cur) < toUInt64(prev), arrayPopFront(s), arrayPopBack(s))`
+}
 
 // suspectKeySQL packs a request of suspectsSQL into one sortable UInt128.
 // The start's sign bit is flipped so that a start before 1970 (negative)
@@ -130,7 +132,8 @@ const suspectKeySQL = `bitOr(bitShiftLeft(toUInt128(bitXor(toUInt64(` + requestT
 // restart the reflector's stream). Then seg numbers each client's lists so
 // far; the window frame compares a watch only with the earlier watches of
 // the same client since its last list.
-const regressionSQL = `SELECT cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector,
+func regressionSQL(window, resources string) string {
+	return `SELECT cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector,
        audit_id, rv, start, stage, uri, code, prev_max, prev_id
 FROM (
     SELECT *,
@@ -150,7 +153,7 @@ FROM (
                    argMin(stage, ts) AS stage, any(request_uri) AS uri, max(code) AS code
             FROM (SELECT *, request_uri, received_at, ` + apiserverInstanceSQL + ` AS r_instance, ` + isListSQL + ` AS r_list
                   FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
-                  WHERE %WINDOW% AND verb IN ('watch', 'list')%RESOURCES%
+                  WHERE ` + window + ` AND verb IN ('watch', 'list')` + resources + `
                     AND ` + reflectorKey + ` IN {suspects:Array(UInt64)})
             GROUP BY cluster, audit_id
             HAVING NOT (r_verb = 'watch' AND code >= 400)
@@ -161,6 +164,7 @@ FROM (
 )
 WHERE r_verb = 'watch' AND rvn > 0 AND rvn < prev_max
 ORDER BY cluster, user, user_agent, source_ip, api_group, resource, namespace, label_selector, field_selector, rv, start, audit_id`
+}
 
 type regressionRow struct {
 	client
@@ -185,11 +189,9 @@ func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Findi
 		p["resources"] = arrayParam(d.cfg.Resources)
 		res = " AND resource IN {resources:Array(String)}"
 	}
-	expand := func(sql string) string {
-		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
-	}
+	window := windowParams(w, p)
 	var suspects []string
-	err := selectRows(ctx, q, "reflectors that went back", expand(suspectsSQL), p, func(r struct {
+	err := selectRows(ctx, q, "reflectors that went back", suspectsSQL(window, res), p, func(r struct {
 		Ident uint64 `json:"ident"`
 	}) error {
 		suspects = append(suspects, strconv.FormatUint(r.Ident, 10))
@@ -199,7 +201,7 @@ func (d *Regression) Evaluate(ctx context.Context, q Querier, w Window) ([]Findi
 		return nil, err
 	}
 	p["suspects"] = "[" + strings.Join(suspects, ",") + "]"
-	sql := expand(regressionSQL)
+	sql := regressionSQL(window, res)
 
 	type group struct {
 		c    client

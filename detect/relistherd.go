@@ -139,42 +139,45 @@ const herdStep = 30 * time.Second
 
 // herdRequestsSQL returns one row per request (audit ID) that read or
 // watched a resource (reflector.SeenSQL) from the look-back's start
-// ({%WINDOW%} is the window widened by LookBack), with r_relist true for
+// (window: the window widened by LookBack), with r_relist true for
 // the relists (reflector.RelistSQL of the lists, reflector.ListSQL) and
 // r_in for the requests the window holds (a stage at or after {judge}).
-// %COLUMNS% are further columns of each request (aggregates of its
-// stages, named g_*); %WHERE% narrows the rows. A request that failed
+// columns are further columns of each request (aggregates of its stages,
+// named g_*); where narrows the rows. A request that failed
 // read nothing: a kubelet's watch-list of a new Pod's ConfigMap that the
 // Node authorizer refuses (403, its graph not yet updated) and the list it
 // falls back to at once are one first read, not a read and a relist.
 // Each request's r_epoch is its namespace's last deletion before it
 // (reflector.EpochSQL).
-var herdRequestsSQL = `SELECT *, ` + refl.RelistSQL + ` AS r_relist
+func herdRequestsSQL(window, columns, where string) string {
+	return `SELECT *, ` + refl.RelistSQL + ` AS r_relist
 FROM (` + refl.EpochSQL(`
         SELECT cluster, audit_id, any(api_group) AS r_api_group, any(resource) AS r_resource, any(namespace) AS r_namespace,
                any(g_client) AS r_client, any(g_target) AS r_target, min(g_start) AS r_start, max(g_read) AS r_read,
-               max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in, max(code) AS r_code%COLUMNS%
+               max(ts) >= {judge:DateTime64(6, 'UTC')} AS r_in, max(code) AS r_code`+columns+`
         FROM (
             SELECT *, request_uri, received_at, `+refl.ClientSQL+` AS g_client, `+refl.TargetSQL+` AS g_target,
                    `+refl.StartSQL+` AS g_start, `+refl.ListSQL+` AS g_read
             FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
-            WHERE %WINDOW% AND `+refl.SeenSQL+`%WHERE%
+            WHERE `+window+` AND `+refl.SeenSQL+where+`
         )
         GROUP BY cluster, audit_id
-        HAVING r_code = 0 OR (r_code >= 200 AND r_code < 300)`, "%WINDOW%") + `
+        HAVING r_code = 0 OR (r_code >= 200 AND r_code < 300)`, window) + `
 )`
+}
 
 // herdCountsSQL counts, for each resource, the distinct clients that
 // relisted it in each 60 s window starting every 30 s (each request counts
 // in the two windows that hold its 30 s step), and keeps the resources
 // with a window of at least min_clients: their windows' counts, for the
 // median, and the windows themselves.
-var herdCountsSQL = `SELECT cluster, r_api_group AS api_group, r_resource AS resource, groupArray(win) AS wins, groupArray(clients) AS counts
+func herdCountsSQL(window, judged, resources string) string {
+	return `SELECT cluster, r_api_group AS api_group, r_resource AS resource, groupArray(win) AS wins, groupArray(clients) AS counts
 FROM (
     SELECT cluster, r_api_group, r_resource, win, uniqExact(r_client) AS clients
     FROM (
         SELECT cluster, r_api_group, r_resource, r_client, intDiv(r_start, 30000000) * 30 AS r_step
-        FROM (` + herdRequests("", "%RESOURCES% AND (cluster, g_client, g_target) GLOBAL IN ("+herdPairsSQL+")") + `)
+        FROM (` + herdRequestsSQL(window, "", resources+" AND (cluster, g_client, g_target) GLOBAL IN ("+herdPairsSQL(judged, resources)+")") + `)
         WHERE r_relist AND r_in
     )
     ARRAY JOIN [r_step, r_step - 30] AS win
@@ -182,6 +185,7 @@ FROM (
 )
 GROUP BY cluster, r_api_group, r_resource
 HAVING max(clients) >= {min_clients:UInt32}`
+}
 
 // herdPairsSQL narrows herdCountsSQL, exactly, to the clients and targets
 // that can relist in a herd: a relist in the window is a list there
@@ -190,48 +194,49 @@ HAVING max(clients) >= {min_clients:UInt32}`
 // it, and more may list it for the first time). Lists are a small share
 // of the reads: the costly grouping by request and the window function
 // then read only these pairs' requests, look-back included.
-const herdPairsSQL = `SELECT cluster, p_client, p_target FROM (
+func herdPairsSQL(judged, resources string) string {
+	return `SELECT cluster, p_client, p_target FROM (
                 SELECT cluster, api_group AS p_group, resource AS p_resource, ` + refl.ClientSQL + ` AS p_client, ` + refl.TargetSQL + ` AS p_target
                 FROM audit_events
-                WHERE %JUDGED% AND ` + refl.ListSQL + `%RESOURCES%
+                WHERE ` + judged + ` AND ` + refl.ListSQL + resources + `
             )
             WHERE (cluster, p_group, p_resource) IN (
                 SELECT cluster, q_group, q_resource FROM (
                     SELECT cluster, api_group AS q_group, resource AS q_resource, ` + refl.ClientSQL + ` AS q_client,
                            intDiv(` + refl.StartSQL + `, 30000000) AS q_step
                     FROM audit_events
-                    WHERE %JUDGED% AND ` + refl.ListSQL + `%RESOURCES%
+                    WHERE ` + judged + ` AND ` + refl.ListSQL + resources + `
                 )
                 ARRAY JOIN [q_step, q_step - 1] AS q_win
                 GROUP BY cluster, q_group, q_resource, q_win
                 HAVING uniqExact(q_client) >= {min_clients:UInt32}
             )
             GROUP BY cluster, p_client, p_target`
-
-// herdRequests fills herdRequestsSQL's further columns and conditions.
-func herdRequests(columns, where string) string {
-	return strings.Replace(strings.Replace(herdRequestsSQL, "%COLUMNS%", columns, 1), "%WHERE%", where, 1)
 }
 
-const clusterSpanSQL = `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
-FROM audit_events WHERE %WINDOW% GROUP BY cluster`
+func clusterSpanSQL(window string) string {
+	return `SELECT cluster, toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last
+FROM audit_events WHERE ` + window + ` GROUP BY cluster`
+}
 
 // herdClientsSQL returns each client's first relist of a resource in a
 // herd's span (h: a relist the window holds that started in [from_us,
 // to_us)) and how many relists it sent there.
-var herdClientsSQL = `SELECT toString(r_client) AS client, argMin(audit_id, r_start) AS audit_id, argMin(g_stage, r_start) AS stage,
+func herdClientsSQL(window string) string {
+	return `SELECT toString(r_client) AS client, argMin(audit_id, r_start) AS audit_id, argMin(g_stage, r_start) AS stage,
        min(r_start) AS start, argMin(g_user, r_start) AS user, argMin(g_user_agent, r_start) AS user_agent,
        argMin(g_source_ip, r_start) AS source_ip, argMin(g_verb, r_start) AS verb, argMin(g_namespace, r_start) AS namespace,
        argMin(g_name, r_start) AS name, argMin(g_uri, r_start) AS uri, argMin(g_code, r_start) AS code,
        argMin(g_rv, r_start) AS rv, count() AS relists
-FROM (` + herdRequests(`,
+FROM (` + herdRequestsSQL(window, `,
            argMin(stage, ts) AS g_stage, any(user) AS g_user, any(toString(user_agent)) AS g_user_agent,
            any(toString(source_ip)) AS g_source_ip, any(verb) AS g_verb, any(namespace) AS g_namespace, any(name) AS g_name,
            any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv`,
-	` AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}`) + `)
+		` AND cluster = {cluster:String} AND api_group = {group:String} AND resource = {resource:String}`) + `)
 WHERE r_relist AND r_in AND r_start >= {from_us:Int64} AND r_start < {to_us:Int64}
 GROUP BY r_client
 ORDER BY start, client`
+}
 
 type herdKey struct {
 	Cluster  string `json:"cluster"`
@@ -282,9 +287,6 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		p["resources"] = arrayParam(d.cfg.Resources)
 		res = " AND resource IN {resources:Array(String)}"
 	}
-	expand := func(sql string) string {
-		return strings.Replace(strings.ReplaceAll(sql, "%WINDOW%", windowParams(w, p)), "%RESOURCES%", res, 1)
-	}
 	// The relists are judged against the look-back before the window.
 	reads := store.Params{"judge": timeParam(w.Since)}
 	for k, v := range p {
@@ -299,13 +301,7 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		Counts []int   `json:"counts"`
 	}
 	var cands []resourceCounts
-	judged := strings.NewReplacer("{since:", "{j_since:", "{until:", "{j_until:", "{clusters:", "{j_clusters:").Replace(windowParams(w, p))
-	for _, k := range []string{"since", "until", "clusters"} {
-		if v, ok := p[k]; ok {
-			reads["j_"+k] = v
-		}
-	}
-	countsSQL := strings.NewReplacer("%WINDOW%", windowParams(lookBack, reads), "%RESOURCES%", res, "%JUDGED%", judged).Replace(herdCountsSQL)
+	countsSQL := herdCountsSQL(windowParams(lookBack, reads), windowCond(w, reads, "j_"), res)
 	err := selectRows(ctx, q, "relists by resource and minute", countsSQL, reads, func(r resourceCounts) error {
 		cands = append(cands, r)
 		return nil
@@ -317,7 +313,7 @@ func (d *RelistHerd) EvaluateState(ctx context.Context, q Querier, st StateStore
 		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.APIGroup, b.APIGroup), cmp.Compare(a.Resource, b.Resource))
 	})
 	spans := map[string][2]int64{}
-	err = selectRows(ctx, q, "the clusters' spans", expand(clusterSpanSQL), p, func(r struct {
+	err = selectRows(ctx, q, "the clusters' spans", clusterSpanSQL(windowParams(w, p)), p, func(r struct {
 		Cluster string `json:"cluster"`
 		First   int64  `json:"first"`
 		Last    int64  `json:"last"`
@@ -422,7 +418,7 @@ func (d *RelistHerd) finding(ctx context.Context, q Querier, w Window, r *herdRu
 		"judge": timeParam(w.Since)}
 	ww := d.lookBack(w)
 	ww.Until, ww.Clusters = minTime(w.Until, r.to.Add(time.Minute)), nil
-	sql := strings.ReplaceAll(herdClientsSQL, "%WINDOW%", windowParams(ww, p))
+	sql := herdClientsSQL(windowParams(ww, p))
 	f := Finding{
 		ID: r.id, Detector: RelistHerdName, Cluster: r.Cluster, Severity: Warning,
 		Subjects: Subjects{Resource: r.Resource, APIGroup: r.APIGroup},

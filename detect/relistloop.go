@@ -172,16 +172,18 @@ const okWatchCodeSQL = `(%[1]s = 0 OR (%[1]s >= 200 AND %[1]s < 300) OR %[1]s = 
 // min_turns watches end early (their ResponseComplete stage carries when
 // the request was received; logs without requestReceivedTimestamp — 1.8's
 // v1beta1 — cannot tell here and pass), and those of remembered loops.
-var relistSuspectsSQL = `SELECT DISTINCT toString(r_seq) AS seq FROM (
+func relistSuspectsSQL(window, resources string) string {
+	return `SELECT DISTINCT toString(r_seq) AS seq FROM (
     SELECT cluster, ` + relistSeqSQL + ` AS r_seq, ` + relistIdentSQL + ` AS r_ident
     FROM audit_events
-    WHERE %WINDOW% AND verb = 'watch' AND stage = 'ResponseComplete'%RESOURCES%
+    WHERE ` + window + ` AND verb = 'watch' AND stage = 'ResponseComplete'` + resources + `
       AND ` + sprintf(okWatchCodeSQL, "code") + `
       AND (received_at <= toDateTime64(0, 6, 'UTC')
            OR toUnixTimestamp64Micro(ts) - toUnixTimestamp64Micro(received_at) <= {short_us:Int64})
 )
 GROUP BY cluster, r_seq, r_ident
 HAVING count() >= {min_turns:UInt32} OR concat(cluster, '/', toString(r_ident)) IN {known:Array(String)}`
+}
 
 // relistTurnsSQL returns the turns of the suspects: innermost, one row per
 // watch or list (first pages only: a continue page is part of its list),
@@ -189,7 +191,8 @@ HAVING count() >= {min_turns:UInt32} OR concat(cluster, '/', toString(r_ident)) 
 // ResponseComplete stage); then each request beside the next one of the
 // same reflector; the turns are the early-ended watches whose next request
 // is a relist soon after.
-var relistTurnsSQL = `SELECT cluster, toString(g_ident) AS ident, toString(g_seq) AS seq, g_user AS user, g_user_agent AS user_agent,
+func relistTurnsSQL(window, resources string) string {
+	return `SELECT cluster, toString(g_ident) AS ident, toString(g_seq) AS seq, g_user AS user, g_user_agent AS user_agent,
        g_source_ip AS source_ip, g_program AS program, g_instance AS instance, g_api_group AS api_group, g_resource AS resource,
        g_namespace AS namespace, g_label_selector AS label_selector, g_field_selector AS field_selector,
        audit_id, g_stage AS stage, g_start AS start, g_end AS end_us, g_rv AS rv, g_uri AS uri, g_code AS code,
@@ -215,7 +218,7 @@ FROM (
                    ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
                    ` + refl.ListSQL + ` AS r_relist
             FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
-            WHERE %WINDOW% AND verb IN ('watch', 'list') AND req_continue = ''%RESOURCES%
+            WHERE ` + window + ` AND verb IN ('watch', 'list') AND req_continue = ''` + resources + `
               AND ` + relistSeqSQL + ` IN {suspects:Array(UInt64)}
         )
         GROUP BY cluster, audit_id
@@ -226,6 +229,7 @@ WHERE g_verb = 'watch' AND g_start_known AND g_end > 0 AND g_end - g_start <= {s
   AND ` + sprintf(okWatchCodeSQL, "g_code") + `
   AND n_relist AND n_id != '' AND n_start - g_end <= {follow_us:Int64}
 ORDER BY cluster, ident, seq, start, audit_id`
+}
 
 type turnRow struct {
 	reflector
@@ -293,11 +297,9 @@ func (d *RelistLoop) EvaluateState(ctx context.Context, q Querier, st StateStore
 		p["resources"] = arrayParam(d.cfg.Resources)
 		res = " AND resource IN {resources:Array(String)}"
 	}
-	expand := func(sql string) string {
-		return strings.Replace(strings.Replace(sql, "%WINDOW%", windowParams(w, p), 1), "%RESOURCES%", res, 1)
-	}
+	window := windowParams(w, p)
 	var suspects []string
-	err = selectRows(ctx, q, "reflectors whose watches ended early", expand(relistSuspectsSQL), p, func(r struct {
+	err = selectRows(ctx, q, "reflectors whose watches ended early", relistSuspectsSQL(window, res), p, func(r struct {
 		Seq string `json:"seq"`
 	}) error {
 		suspects = append(suspects, r.Seq)
@@ -311,7 +313,7 @@ func (d *RelistLoop) EvaluateState(ctx context.Context, q Querier, st StateStore
 
 	clients := map[string]*relistClient{}
 	var order []string
-	err = selectRows(ctx, q, "relist turns", expand(relistTurnsSQL), p, func(r turnRow) error {
+	err = selectRows(ctx, q, "relist turns", relistTurnsSQL(window, res), p, func(r turnRow) error {
 		k := r.Cluster + "/" + r.Ident
 		c := clients[k]
 		if c == nil {

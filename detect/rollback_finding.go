@@ -20,28 +20,33 @@ import (
 // long from one of {starts}, in microseconds), with the resourceVersion
 // headSQL reads from each. The ranges are a small part of the window: only
 // their rows are read beyond their times (PREWHERE).
-const headEventsSQL = `SELECT audit_id, toUnixTimestamp64Micro(ts) AS t,
+func headEventsSQL(window string) string {
+	return `SELECT audit_id, toUnixTimestamp64Micro(ts) AS t,
        greatest(toUInt64OrZero(response_rv), if(verb = 'update', toUInt64OrZero(object_rv), 0)) AS hv
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String}
+WHERE ` + window + ` AND cluster = {cluster:String}
   AND arrayExists(s -> toUnixTimestamp64Micro(ts) >= s AND toUnixTimestamp64Micro(ts) < s + {span:Int64}, {starts:Array(Int64)})
   AND verb IN ` + writeVerbs + ` AND stage = 'ResponseComplete' AND code >= 200 AND code < 300 AND hv > 0
 ORDER BY ts, audit_id`
+}
 
 // showsRVSQL finds the first event of a short range that shows {rv}: a
 // write's, a watch's or list's, or a listed resourceVersion.
-const showsRVSQL = `SELECT ` + eventColumns + `
+func showsRVSQL(window string) string {
+	return `SELECT ` + eventColumns + `
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND {rv:String} IN (response_rv, object_rv, req_rv)
+WHERE ` + window + ` AND cluster = {cluster:String} AND {rv:String} IN (response_rv, object_rv, req_rv)
 ORDER BY ts, audit_id
 LIMIT 1`
+}
 
 // futureSQL groups the watches and lists made from {from} on from a
 // resourceVersion above {after} by client, resource and requested
 // resourceVersion: a stuck reflector asks again and again from the one it
 // holds. last is when its last request ended (or was last seen). FINAL
 // is not needed: requests are counted by audit ID.
-const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
+func futureSQL(window string) string {
+	return `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
        uniqExact(audit_id) AS n,
        min(` + requestTimeSQL + `) AS first,
        max(toUnixTimestamp64Micro(ts)) AS last,
@@ -50,10 +55,11 @@ const futureSQL = `SELECT user, toString(user_agent) AS ua, toString(source_ip) 
        argMax(audit_id, ts) AS last_id, argMax(request_uri, ts) AS last_uri, argMax(verb, ts) AS last_verb,
        max(code) AS max_code
 FROM audit_events
-WHERE %WINDOW% AND cluster = {cluster:String} AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {after:UInt64}
+WHERE ` + window + ` AND cluster = {cluster:String} AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {after:UInt64}
   AND ` + auditsql.RequestAt + ` >= {from:DateTime64(6, 'UTC')}
 GROUP BY user, user_agent, source_ip, resource, req_rv
 ORDER BY first, user, ip, resource, rv`
+}
 
 type futureRow struct {
 	User      string `json:"user"`
@@ -85,12 +91,13 @@ type futureRow struct {
 // created is routine), or a create of an object that was created before
 // the drop ({drop}) — one that existed only after the snapshot, gone with
 // the restore and created again.
-const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
+func aftermathSQL(window string) string {
+	return `SELECT ` + eventColumns + `, kind FROM (
     SELECT *, request_uri, received_at, multiIf(verb IN ('update', 'patch') AND code = 409, 'conflict',
                       ` + refl.ListSQL + `, 'relist',
                       'churn') AS kind
     FROM audit_events
-    WHERE %WINDOW% AND cluster = {cluster:String} AND stage = 'ResponseComplete'
+    WHERE ` + window + ` AND cluster = {cluster:String} AND stage = 'ResponseComplete'
       AND ` + auditsql.RequestAt + ` >= {since:DateTime64(6, 'UTC')}
       AND ((verb IN ('update', 'patch') AND code = 409)
         OR (` + refl.ListSQL + ` AND user != 'system:apiserver')
@@ -103,6 +110,7 @@ const aftermathSQL = `SELECT ` + eventColumns + `, kind FROM (
 )
 ORDER BY ts, audit_id
 LIMIT 1 BY audit_id`
+}
 
 // createdSQL selects the objects created in the window from {w_since}.
 const createdSQL = `SELECT resource, namespace, name FROM audit_events
@@ -141,7 +149,7 @@ func (d *RVRollback) firstShowing(ctx context.Context, q Querier, w Window, clus
 	}
 	p := store.Params{"cluster": stringParam(cluster), "rv": stringParam(fmtRV(rv))}
 	var found *eventRow
-	err := selectRows(ctx, q, "the event that showed the head", strings.Replace(showsRVSQL, "%WINDOW%", windowParams(rw, p), 1), p,
+	err := selectRows(ctx, q, "the event that showed the head", showsRVSQL(windowParams(rw, p)), p,
 		func(r eventRow) error {
 			found = &r
 			return nil
@@ -179,7 +187,7 @@ func (d *RVRollback) writesNear(ctx context.Context, q Querier, w Window, cluste
 	p := store.Params{"cluster": stringParam(cluster), "starts": "[" + strings.Join(starts, ",") + "]",
 		"span": strconv.FormatInt((3 * d.cfg.Bucket).Microseconds(), 10)}
 	var rows []headRow
-	err := selectRows(ctx, q, "the writes where the head changed", strings.Replace(headEventsSQL, "%WINDOW%", windowParams(rw, p), 1), p,
+	err := selectRows(ctx, q, "the writes where the head changed", headEventsSQL(windowParams(rw, p)), p,
 		func(r headRow) error {
 			rows = append(rows, r)
 			return nil
@@ -272,7 +280,7 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 		p := store.Params{"cluster": stringParam(cluster), "after": fmtRV(rb.AfterRV), "from": timeParam(from)}
 		stuck := map[string]*stuckAcc{}
 		groups := 0
-		err := selectRows(ctx, q, "watches from the future", strings.Replace(futureSQL, "%WINDOW%", windowParams(fw, p), 1), p,
+		err := selectRows(ctx, q, "watches from the future", futureSQL(windowParams(fw, p)), p,
 			func(r futureRow) error {
 				rv, err := strconv.ParseUint(r.RV, 10, 64)
 				first := micros(r.First)
@@ -309,7 +317,7 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q Querier, w Window, c
 	if aw, ok := within(reach, cluster, from, dropAt.Add(d.cfg.Aftermath)); ok {
 		p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam(d.cfg.ChurnBy),
 			"w_since": timeParam(reach.Since), "drop": timeParam(dropAt)}
-		err := selectRows(ctx, q, "the drop's aftermath", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
+		err := selectRows(ctx, q, "the drop's aftermath", aftermathSQL(windowParams(aw, p)), p,
 			func(r aftermathRow) error {
 				switch r.Kind {
 				case "conflict":
@@ -408,7 +416,7 @@ func (d *RVRollback) restoreFinding(ctx context.Context, q Querier, w Window, cl
 	p := store.Params{"cluster": stringParam(cluster), "churn_by": arrayParam([]string{}),
 		"w_since": timeParam(w.Since), "drop": timeParam(after.Time)}
 	clients := map[string]bool{}
-	err := selectRows(ctx, q, "relists after the jump", strings.Replace(aftermathSQL, "%WINDOW%", windowParams(aw, p), 1), p,
+	err := selectRows(ctx, q, "relists after the jump", aftermathSQL(windowParams(aw, p)), p,
 		func(r aftermathRow) error {
 			if r.Kind == "relist" {
 				if f.Subjects.Relists++; f.Subjects.Relists <= maxPerRole {

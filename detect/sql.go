@@ -18,14 +18,20 @@ func arrayParam(vals []string) string { return store.StringArrayParam(vals) }
 func timeParam(t time.Time) string { return store.TimeParam(t) }
 
 // windowParams binds the window as {since}, {until} and, when it names
-// clusters, {clusters}; the returned condition uses them.
-func windowParams(w Window, p store.Params) string {
-	p["since"] = timeParam(w.Since)
-	p["until"] = timeParam(w.Until)
-	cond := "ts >= {since:DateTime64(6, 'UTC')} AND ts < {until:DateTime64(6, 'UTC')}"
+// clusters, {clusters}; the returned condition uses them. The queries are
+// functions of their conditions (a window, the resources, …), which they
+// are given already rendered.
+func windowParams(w Window, p store.Params) string { return windowCond(w, p, "") }
+
+// windowCond is windowParams with the parameters' names prefixed, for a
+// second window in the same query ({j_since}, … with prefix "j_").
+func windowCond(w Window, p store.Params, prefix string) string {
+	p[prefix+"since"] = timeParam(w.Since)
+	p[prefix+"until"] = timeParam(w.Until)
+	cond := "ts >= {" + prefix + "since:DateTime64(6, 'UTC')} AND ts < {" + prefix + "until:DateTime64(6, 'UTC')}"
 	if len(w.Clusters) > 0 {
-		p["clusters"] = arrayParam(w.Clusters)
-		cond += " AND cluster IN {clusters:Array(String)}"
+		p[prefix+"clusters"] = arrayParam(w.Clusters)
+		cond += " AND cluster IN {" + prefix + "clusters:Array(String)}"
 	}
 	return cond
 }

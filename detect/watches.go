@@ -102,7 +102,8 @@ type reflector struct {
 // query reads without it. GLOBAL: on a cluster both reads are of the
 // Distributed table, whose shards cannot run a subquery of it themselves;
 // the suspects are found once over all shards and the set sent to each.
-const reflectorWatchesSQL = `SELECT cluster, toString(w_ident) AS ident, user, program, instance, api_group, resource, namespace,
+func reflectorWatchesSQL(window string) string {
+	return `SELECT cluster, toString(w_ident) AS ident, user, program, instance, api_group, resource, namespace,
        label_selector, field_selector,
        arraySort(x -> (-x.2, x.7), w)[1].7 AS user_agent,
        arraySlice(arraySort(arrayDistinct(arrayMap(x -> x.6, w))), 1, 16) AS source_ips,
@@ -126,14 +127,15 @@ FROM (
         SELECT *, request_uri, received_at, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
                ` + refl.IdentSQL + ` AS r_ident, (` + isListSQL + ` OR req_rv IN ('', '0')) AS r_relist
         FROM audit_events
-        WHERE %WINDOW% AND verb IN ('watch', 'list') AND resource IN {resources:Array(String)}
-          AND (cluster, r_ident) GLOBAL IN (` + watchSuspectsSQL + `)
+        WHERE ` + window + ` AND verb IN ('watch', 'list') AND resource IN {resources:Array(String)}
+          AND (cluster, r_ident) GLOBAL IN (` + watchSuspectsSQL(window) + `)
     )
     GROUP BY cluster, audit_id
     HAVING w_code = 0 OR (w_code >= 200 AND w_code < 300)
 )
 GROUP BY cluster, w_ident
 )`
+}
 
 type reflectorWatchesRow struct {
 	reflector
@@ -159,16 +161,18 @@ type reflectorWatchesRow struct {
 // watch, failed ones included, so it is a superset of what the detector
 // weighs. resourceVersions that are not integers compare as 0. The
 // remembered reflectors ({known}) are kept whatever their watches.
-const watchSuspectsSQL = `SELECT cluster, g_ident FROM (
+func watchSuspectsSQL(window string) string {
+	return `SELECT cluster, g_ident FROM (
             SELECT cluster, ` + refl.IdentSQL + ` AS g_ident,
                    arraySort(groupArray((` + requestTimeSQL + `, toUInt64OrZero(req_rv)))) AS s
             FROM audit_events
-            WHERE %WINDOW% AND verb = 'watch' AND resource IN {resources:Array(String)}
+            WHERE ` + window + ` AND verb = 'watch' AND resource IN {resources:Array(String)}
               AND req_rv != '' AND req_rv != '0' AND req_rv_match != 'NotOlderThan'
             GROUP BY cluster, g_ident
         )
         WHERE arrayCount((cur, prev) -> cur.2 <= prev.2 AND cur.1 - prev.1 >= {min_span:Int64}, arrayPopFront(s), arrayPopBack(s)) >= {min_steps:UInt32}
            OR toString(g_ident) IN {known:Array(String)}`
+}
 
 // watchGroup is one reflector's watches and relists, by time.
 type watchGroup struct {
@@ -198,7 +202,7 @@ func (g watchGroup) client() client {
 func selectWatchGroups(ctx context.Context, q Querier, w Window, resources []string, minSteps int, spacing time.Duration, known []string) ([]watchGroup, error) {
 	p := store.Params{"resources": arrayParam(resources), "min_steps": itoa(minSteps),
 		"min_span": strconv.FormatInt(spacing.Microseconds(), 10), "known": arrayParam(known)}
-	sql := strings.ReplaceAll(reflectorWatchesSQL, "%WINDOW%", windowParams(w, p))
+	sql := reflectorWatchesSQL(windowParams(w, p))
 	var out []watchGroup
 	err := selectRows(ctx, q, "watch starts", sql, p, func(r reflectorWatchesRow) error {
 		g := watchGroup{reflector: r.reflector, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}

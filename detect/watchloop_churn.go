@@ -33,71 +33,79 @@ import (
 // The join is GLOBAL: on a cluster audit_events is a Distributed table,
 // and GLOBAL runs the owner subquery once and ships its (small) result to
 // the shards; on a single node it is a plain join.
-const churnDeletesSQL = `SELECT d.cluster AS cluster, d.audit_id AS audit_id, d.stage AS stage, d.t AS t, d.received AS received,
+func churnDeletesSQL(window, ownerWindow, ignored string) string {
+	return `SELECT d.cluster AS cluster, d.audit_id AS audit_id, d.stage AS stage, d.t AS t, d.received AS received,
        d.verb AS verb, d.resource AS resource, d.namespace AS namespace, d.name AS name, d.user AS user,
        d.user_agent AS user_agent, d.source_ip AS source_ip, d.request_uri AS request_uri, d.code AS code,
        d.req_rv AS req_rv, d.response_rv AS response_rv, d.object_rv AS object_rv
 FROM (
     SELECT ` + eventColumns + `, if(received > 0 AND received < t, received, t) AS req_t, req_t + {skew_us:Int64} AS req_t_skew
     FROM audit_events
-    WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
-      AND verb = 'delete' AND code >= 200 AND code < 300%IGNORED%
+    WHERE ` + window + ` AND resource = {churn:String} AND api_group = '' AND subresource = ''
+      AND verb = 'delete' AND code >= 200 AND code < 300` + ignored + `
       AND (intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}) IN {buckets:Array(Int64)} AND (user_agent = '' OR {any_program:Bool})
            OR concat(` + refl.ProgramSQL + `, '|', toString(intDiv(toUnixTimestamp64Micro(ts), {bucket_us:Int64}))) IN {program_buckets:Array(String)})
     LIMIT 1 BY cluster, audit_id
 ) AS d
-GLOBAL LEFT ASOF JOIN (` + namedOwnerWritesSQL + `) AS o
+GLOBAL LEFT ASOF JOIN (` + namedOwnerWritesSQL(ownerWindow) + `) AS o
 ON d.cluster = o.cluster AND d.namespace = o.namespace AND d.name = o.name AND d.req_t_skew >= o.o_t
 WHERE o.o_t = 0 OR d.req_t - o.o_t > {reaction_us:Int64}`
+}
 
 // nextCreatesSQL reads, for each of the given deletes ({deletes}), the
 // first successful create of the same object at or after it (an ASOF
 // join): the re-create that ended the churn, whoever caused it.
-const nextCreatesSQL = `SELECT c.cluster AS cluster, c.audit_id AS audit_id, c.stage AS stage, c.t AS t, c.received AS received,
+func nextCreatesSQL(window, ignored string) string {
+	return `SELECT c.cluster AS cluster, c.audit_id AS audit_id, c.stage AS stage, c.t AS t, c.received AS received,
        c.verb AS verb, c.resource AS resource, c.namespace AS namespace, c.name AS name, c.user AS user,
        c.user_agent AS user_agent, c.source_ip AS source_ip, c.request_uri AS request_uri, c.code AS code,
        c.req_rv AS req_rv, c.response_rv AS response_rv, c.object_rv AS object_rv
 FROM (
     SELECT cluster, audit_id, namespace, name, toUnixTimestamp64Micro(ts) AS d_t
     FROM audit_events
-    WHERE %WINDOW% AND audit_id IN {deletes:Array(String)} AND stage = 'ResponseComplete'
+    WHERE ` + window + ` AND audit_id IN {deletes:Array(String)} AND stage = 'ResponseComplete'
     LIMIT 1 BY cluster, audit_id
 ) AS d
 GLOBAL ASOF JOIN (
     SELECT ` + eventColumns + `
     FROM audit_events
-    WHERE %WINDOW% AND resource = {churn:String} AND api_group = '' AND subresource = ''
-      AND verb = 'create' AND code >= 200 AND code < 300%IGNORED%
+    WHERE ` + window + ` AND resource = {churn:String} AND api_group = '' AND subresource = ''
+      AND verb = 'create' AND code >= 200 AND code < 300` + ignored + `
       AND concat(namespace, '/', name) IN {objects:Array(String)}
     LIMIT 1 BY cluster, audit_id
 ) AS c
 ON d.cluster = c.cluster AND d.namespace = c.namespace AND d.name = c.name AND d.d_t <= c.t
 LIMIT 1 BY c.cluster, c.audit_id`
+}
 
 // namedOwnerWritesSQL is the owner writes that name their object, with
 // the time each request was made: a write counts unless it failed (without
 // a status — a policy that records only RequestReceived — it may have
 // succeeded, and an explained write must never be blamed on a loop).
-const namedOwnerWritesSQL = `
+func namedOwnerWritesSQL(ownerWindow string) string {
+	return `
     SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS o_t
     FROM audit_events
-    WHERE %OWNERWINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
+    WHERE ` + ownerWindow + ` AND resource = {owner:String} AND api_group = '' AND subresource = ''
       AND verb IN ('delete', 'create', 'deletecollection') AND name != ''
     GROUP BY cluster, audit_id, namespace, name
     HAVING max(code) = 0 OR (max(code) >= 200 AND max(code) < 300)
 `
+}
 
 // unnamedOwnerWritesSQL selects the owner writes that name no object
 // (generateName, or a policy that omits the name) in the namespaces of
 // the churn: such a write explains the churn writes of its whole
 // namespace right after it. It is checked in Go (explainedUnnamed).
-const unnamedOwnerWritesSQL = `SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS t
+func unnamedOwnerWritesSQL(window string) string {
+	return `SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS t
 FROM audit_events
-WHERE %WINDOW% AND resource = {owner:String} AND api_group = '' AND subresource = ''
+WHERE ` + window + ` AND resource = {owner:String} AND api_group = '' AND subresource = ''
   AND verb IN ('delete', 'create', 'deletecollection') AND name = '' AND namespace IN {namespaces:Array(String)}
 GROUP BY cluster, audit_id, namespace, name
 HAVING max(code) = 0 OR (max(code) >= 200 AND max(code) < 300)
 ORDER BY cluster, namespace, name, t`
+}
 
 type ownerWrite struct {
 	Cluster   string `json:"cluster"`
@@ -149,17 +157,11 @@ func (d *WatchLoop) selectChurn(ctx context.Context, q Querier, w Window, cands 
 	// churn writes at its start.
 	ow := w
 	ow.Since = w.Since.Add(-d.cfg.ReactionWithin)
-	po := store.Params{}
-	ownerWindow := strings.NewReplacer("{since:", "{o_since:", "{until:", "{o_until:", "{clusters:", "{o_clusters:").Replace(windowParams(ow, po))
-	for k, v := range po {
-		p["o_"+k] = v
-	}
-	expand := func(sql string) string {
-		return strings.NewReplacer("%WINDOW%", windowParams(w, p), "%OWNERWINDOW%", ownerWindow, "%IGNORED%", ignored).Replace(sql)
-	}
+	ownerWindow := windowCond(ow, p, "o_")
+	window := windowParams(w, p)
 	objects, namespaces := map[string]bool{}, map[string]bool{}
 	var deletes []string
-	err := selectRows(ctx, q, d.cfg.ChurnResource+" deletes", expand(churnDeletesSQL), p, func(r eventRow) error {
+	err := selectRows(ctx, q, d.cfg.ChurnResource+" deletes", churnDeletesSQL(window, ownerWindow, ignored), p, func(r eventRow) error {
 		c.events[r.Cluster] = append(c.events[r.Cluster], r)
 		objects[r.Namespace+"/"+r.Name] = true
 		namespaces[r.Namespace] = true
@@ -173,7 +175,7 @@ func (d *WatchLoop) selectChurn(ctx context.Context, q Querier, w Window, cands 
 	p["namespaces"] = arrayParam(sortedKeys(namespaces))
 	slices.Sort(deletes)
 	p["deletes"] = arrayParam(slices.Compact(deletes))
-	err = selectRows(ctx, q, d.cfg.ChurnResource+" re-creates", expand(nextCreatesSQL), p, func(r eventRow) error {
+	err = selectRows(ctx, q, d.cfg.ChurnResource+" re-creates", nextCreatesSQL(window, ignored), p, func(r eventRow) error {
 		c.events[r.Cluster] = append(c.events[r.Cluster], r)
 		return nil
 	})
@@ -186,7 +188,7 @@ func (d *WatchLoop) selectChurn(ctx context.Context, q Querier, w Window, cands 
 				cmp.Compare(verbOrder(a.Verb), verbOrder(b.Verb)), strings.Compare(a.AuditID, b.AuditID))
 		})
 	}
-	err = selectRows(ctx, q, d.cfg.OwnerResource+" creates and deletes", strings.Replace(unnamedOwnerWritesSQL, "%WINDOW%", ownerWindow, 1), p,
+	err = selectRows(ctx, q, d.cfg.OwnerResource+" creates and deletes", unnamedOwnerWritesSQL(ownerWindow), p,
 		func(r ownerWrite) error {
 			c.owners[r.Cluster] = append(c.owners[r.Cluster], r)
 			return nil

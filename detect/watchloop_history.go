@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/auditlens/auditlens/store"
@@ -313,7 +312,7 @@ func (m *memory) advance(ctx context.Context, q Querier, w Window, cluster, rv s
 	p := store.Params{"rv": rv}
 	var found *rvSeen
 	for _, sql := range proofSQLs {
-		err := selectRows(ctx, q, "a newer resourceVersion", strings.Replace(sql, "%WINDOW%", windowParams(cw, p), 1), p,
+		err := selectRows(ctx, q, "a newer resourceVersion", sql(windowParams(cw, p)), p,
 			func(r struct {
 				AuditID string `json:"audit_id"`
 				V       uint64 `json:"v"`
@@ -360,7 +359,7 @@ func (m *memory) apiservers(ctx context.Context, q Querier, w Window, cluster st
 	cw := w
 	cw.Clusters = []string{cluster}
 	p := store.Params{}
-	err := selectRows(ctx, q, "kube-apiserver user agents", strings.Replace(apiserverAgentsSQL, "%WINDOW%", windowParams(cw, p), 1), p,
+	err := selectRows(ctx, q, "kube-apiserver user agents", apiserverAgentsSQL(windowParams(cw, p)), p,
 		func(r struct {
 			Agents []string `json:"agents"`
 		}) error {
@@ -377,27 +376,33 @@ func (m *memory) apiservers(ctx context.Context, q Querier, w Window, cluster st
 // resourceVersion above {rv}: first among watches and lists (a small part
 // of the events, which the sort key lets the engine find), then among all
 // requests (objectRef, response objects).
-var proofSQLs = []string{
-	`SELECT audit_id, toUInt64OrZero(req_rv) AS v, toUnixTimestamp64Micro(ts) AS t
+var proofSQLs = []func(window string) string{
+	func(window string) string {
+		return `SELECT audit_id, toUInt64OrZero(req_rv) AS v, toUnixTimestamp64Micro(ts) AS t
 FROM audit_events
-WHERE %WINDOW% AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {rv:UInt64}
+WHERE ` + window + ` AND verb IN ('watch', 'list') AND toUInt64OrZero(req_rv) > {rv:UInt64}
 ORDER BY ts, audit_id
-LIMIT 1`,
-	`SELECT audit_id, v, toUnixTimestamp64Micro(ts) AS t FROM (
+LIMIT 1`
+	},
+	func(window string) string {
+		return `SELECT audit_id, v, toUnixTimestamp64Micro(ts) AS t FROM (
     SELECT audit_id, ts, greatest(toUInt64OrZero(req_rv), toUInt64OrZero(response_rv), toUInt64OrZero(object_rv)) AS v
     FROM audit_events
-    WHERE %WINDOW%
+    WHERE ` + window + `
 )
 WHERE v > {rv:UInt64}
 ORDER BY ts, audit_id
-LIMIT 1`,
+LIMIT 1`
+	},
 }
 
 // apiserverAgentsSQL reads the kube-apiservers' own user agents: their
 // loopback requests name their version.
-const apiserverAgentsSQL = `SELECT arraySort(groupUniqArray(16)(toString(user_agent))) AS agents
+func apiserverAgentsSQL(window string) string {
+	return `SELECT arraySort(groupUniqArray(16)(toString(user_agent))) AS agents
 FROM audit_events
-WHERE %WINDOW% AND startsWith(user_agent, 'kube-apiserver/')`
+WHERE ` + window + ` AND startsWith(user_agent, 'kube-apiserver/')`
+}
 
 // save stores the histories and the heads that changed.
 func (m *memory) save(ctx context.Context, st StateStore, hists []*history) error {
