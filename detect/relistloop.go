@@ -163,10 +163,12 @@ const relistIdentSQL = `cityHash64(user, ` + refl.ProgramSQL + `, api_group, res
 // target by the same client is a relist by reflector.RelistSQL's rule.
 const relistSeqSQL = `cityHash64(` + refl.ClientSQL + `, ` + refl.TargetSQL + `)`
 
-// okWatchSQL is true for a watch that was served: a 2xx (or no code yet),
-// or a 410 that an apiserver answered in the status rather than the
-// stream.
-const okWatchCodeSQL = `(%[1]s = 0 OR (%[1]s >= 200 AND %[1]s < 300) OR %[1]s = 410)`
+// okWatchCodeSQL is true when code (a column) says a watch was served: a
+// 2xx (or no code yet), or a 410 that an apiserver answered in the status
+// rather than the stream.
+func okWatchCodeSQL(code string) string {
+	return `(` + code + ` = 0 OR (` + code + ` >= 200 AND ` + code + ` < 300) OR ` + code + ` = 410)`
+}
 
 // relistSuspectsSQL finds, cheaply, the reflectors that had at least
 // min_turns watches end early (their ResponseComplete stage carries when
@@ -177,7 +179,7 @@ func relistSuspectsSQL(window, resources string) string {
     SELECT cluster, ` + relistSeqSQL + ` AS r_seq, ` + relistIdentSQL + ` AS r_ident
     FROM audit_events
     WHERE ` + window + ` AND verb = 'watch' AND stage = 'ResponseComplete'` + resources + `
-      AND ` + sprintf(okWatchCodeSQL, "code") + `
+      AND ` + okWatchCodeSQL("code") + `
       AND (received_at <= toDateTime64(0, 6, 'UTC')
            OR toUnixTimestamp64Micro(ts) - toUnixTimestamp64Micro(received_at) <= {short_us:Int64})
 )
@@ -226,7 +228,7 @@ FROM (
     WINDOW nxt AS (PARTITION BY cluster, g_seq ORDER BY g_start, audit_id ROWS BETWEEN 1 FOLLOWING AND 1 FOLLOWING)
 )
 WHERE g_verb = 'watch' AND g_start_known AND g_end > 0 AND g_end - g_start <= {short_us:Int64}
-  AND ` + sprintf(okWatchCodeSQL, "g_code") + `
+  AND ` + okWatchCodeSQL("g_code") + `
   AND n_relist AND n_id != '' AND n_start - g_end <= {follow_us:Int64}
 ORDER BY cluster, ident, seq, start, audit_id`
 }
@@ -389,6 +391,3 @@ func (d *RelistLoop) loopTurns(c *relistClient) []turn {
 	})
 	return out
 }
-
-// sprintf fills the %[1]s of a SQL fragment.
-func sprintf(format, arg string) string { return strings.ReplaceAll(format, "%[1]s", arg) }
