@@ -1,17 +1,15 @@
 package store
 
-// The typed read seam: Each and Rows decode a query's rows into Go values
-// of the caller's type, on both engines, without JSON in between. An
-// engine's Scan fills one destination per result column, each of the Go
-// type that valueType gives for the column's ClickHouse type (the type
-// clickhouse-go scans it into); Each moves the values into T's fields,
-// converting where the field's type differs.
+// The typed read seam: Each decodes a query's rows into Go values of the
+// caller's type, on both engines, without JSON in between. An engine's
+// Scan fills one destination per result column, each of the Go type that
+// ValueType gives for the column's ClickHouse type (the type clickhouse-go
+// scans it into); Each moves the values into T's fields, converting where
+// the field's type differs.
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"math"
 	"reflect"
 	"strings"
@@ -44,8 +42,8 @@ type Scanner interface {
 // the name of a json tag (a row is often also a payload), else by the
 // field's name compared without case; the fields of an embedded struct
 // are promoted. Fields without a column are left zero, and a column
-// without a field fails the query before any row is read. A T that is not a struct takes the one column of a one-column
-// result.
+// without a field fails the query before any row is read. A T that is not
+// a struct takes the one column of a one-column result.
 //
 // A field takes a column of its own Go type (ValueType) or of a type it
 // converts from without loss: any integer into any integer type that holds
@@ -83,29 +81,6 @@ func typeName(t reflect.Type) string {
 	}
 	return "an unnamed " + t.Kind().String()
 }
-
-// Rows runs sql on s when ranged over and yields each result row decoded
-// into a new T, as Each does; a failure is yielded once, last, with the
-// zero T. Breaking out of the loop stops the query.
-func Rows[T any](ctx context.Context, s Scanner, sql string, params Params) iter.Seq2[T, error] {
-	return func(yield func(T, error) bool) {
-		stopped := false
-		err := Each(ctx, s, sql, params, func(v T) error {
-			if !yield(v, nil) {
-				stopped = true
-				return errStopRows
-			}
-			return nil
-		})
-		if err != nil && !stopped {
-			var zero T
-			yield(zero, err)
-		}
-	}
-}
-
-// errStopRows ends a query whose Rows loop was left early.
-var errStopRows = errors.New("the loop over the rows ended")
 
 // ValueType returns the Go type an engine's Scan decodes a column of
 // ClickHouse type typ into, the type clickhouse-go scans it into: string

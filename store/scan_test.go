@@ -338,47 +338,6 @@ type outer struct {
 	Shadow string
 }
 
-// TestRows checks the iterator: every row, a stop that ends the query, and
-// an error yielded last.
-func TestRows(t *testing.T) {
-	e := openTestEmbedded(t)
-	ctx := context.Background()
-	var got []uint64
-	for n, err := range Rows[uint64](ctx, e, "SELECT number FROM numbers(5)", nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, n)
-	}
-	if !reflect.DeepEqual(got, []uint64{0, 1, 2, 3, 4}) {
-		t.Errorf("got %v", got)
-	}
-	got = nil
-	for n, err := range Rows[uint64](ctx, e, "SELECT number FROM numbers(1000000)", nil) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got = append(got, n); len(got) == 3 {
-			break
-		}
-	}
-	if !reflect.DeepEqual(got, []uint64{0, 1, 2}) {
-		t.Errorf("after a break: got %v", got)
-	}
-	var errs int
-	for _, err := range Rows[uint64](ctx, e, "SELECT throwIf(number = 2, 'boom') FROM numbers(5)", nil) {
-		if err != nil {
-			errs++
-			if !strings.Contains(err.Error(), "boom") {
-				t.Errorf("error %v, want the engine's", err)
-			}
-		}
-	}
-	if errs != 1 {
-		t.Errorf("%d errors yielded, want 1", errs)
-	}
-}
-
 // TestArrayParams reads array parameters back through the engine: times
 // clamped and rounded as TimeParam does, floats of each width exact, and
 // strings escaped.
