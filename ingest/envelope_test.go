@@ -315,8 +315,7 @@ func TestImportEnvelopesRoundTrip(t *testing.T) {
 			if got := selectEvents(t, st, c.cluster, "cluster, apiserver"); !reflect.DeepEqual(got, want) {
 				t.Fatalf("%d stored events differ from the plain import's %d; first:\n%.600s\n%.600s", len(got), len(want), first(got), first(want))
 			}
-			var apiservers []string
-			apiservers = storetest.JSONRows(t, st, "SELECT DISTINCT apiserver FROM audit_events WHERE cluster = {c:String}", store.Params{"c": c.cluster})
+			apiservers := storetest.JSONRows(t, st, "SELECT DISTINCT apiserver FROM audit_events WHERE cluster = {c:String}", store.Params{"c": c.cluster})
 			if wantAS := []string{`{"apiserver":"` + c.apiserver + `"}`}; !reflect.DeepEqual(apiservers, wantAS) {
 				t.Errorf("apiservers %v, want %v", apiservers, wantAS)
 			}
@@ -364,8 +363,7 @@ func TestImportEnvelopesRoundTrip(t *testing.T) {
 			t.Errorf("gke event differs from the plain ResponseComplete event:\n%v\n%v", gke[i], plainRC[i])
 		}
 	}
-	var lost []string
-	lost = storetest.JSONRows(t, st, "SELECT countIf(received_at != toDateTime64(0, 6, 'UTC')) AS known_start, countIf(req_rv != '') AS rv, countIf(notEmpty(user_groups)) AS groups FROM audit_events WHERE cluster = {c:String}",
+	lost := storetest.JSONRows(t, st, "SELECT countIf(received_at != toDateTime64(0, 6, 'UTC')) AS known_start, countIf(req_rv != '') AS rv, countIf(notEmpty(user_groups)) AS groups FROM audit_events WHERE cluster = {c:String}",
 		store.Params{"c": fixtureGKECluster})
 	if want := []string{`{"known_start":0,"rv":0,"groups":0}`}; !reflect.DeepEqual(lost, want) {
 		t.Errorf("lost fields: %v, want %v", lost, want)
