@@ -22,7 +22,7 @@
 //
 // golang-migrate and goose both open transactions to record versions, which
 // ClickHouse (and chDB in particular) does not have; this migrator needs only
-// Exec and Select.
+// Exec and typed reads (store.Scanner).
 package migrations
 
 import (
