@@ -28,7 +28,7 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	detectors := fs.String("detector", "", "only these detectors (comma-separated; default all: "+strings.Join(all, ", ")+")")
 	configFile := configFlag(fs)
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

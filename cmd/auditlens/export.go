@@ -51,7 +51,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	format := fs.String("format", "", "ndjson or parquet (default: parquet when -o ends in .parquet, else ndjson)")
 	outPath := fs.String("o", "", "output file (none, or -: standard output)")
 	progress := fs.String("progress", "auto", "progress line on stderr: auto (when stderr is a terminal), always or never")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	apiserver := fs.String("apiserver", "", "name of the kube-apiserver that wrote the files, on a control plane that runs several (each writes its own log); overrides the one a cloud envelope names (AKS pod, EKS logStream)")
 	batch := fs.Int("batch-rows", ingest.DefaultBatchRows, "rows per insert (larger inserts mean fewer parts for the engine to merge)")
 	progress := fs.String("progress", "auto", "progress bar: auto (on a terminal), always or never")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	decodeOnly := fs.Bool("decode-only", false, "read and decode without storing (a baseline for benchmarks)")
 	noDetect := fs.Bool("no-detect", false, "do not run the detectors over the imported span")
 	configFile := configFlag(fs)

@@ -135,6 +135,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// logLevelFlag registers --log-level on fs with the command's default.
+func logLevelFlag(fs *flag.FlagSet, def string) *string {
+	return fs.String("log-level", def, "debug, info, warn or error")
+}
+
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {

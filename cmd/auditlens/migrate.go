@@ -14,7 +14,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	sf.register(fs, "chdb://./data/clickhouse")
 	fs.StringVar(&sf.database, "database", "", "database that holds the tables (for --on-cluster)")
 	printOnly := fs.Bool("print", false, "print the statements instead of running them")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "info")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

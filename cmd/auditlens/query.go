@@ -21,7 +21,7 @@ func runQuery(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limit := fs.Int("limit", 1000, fmt.Sprintf("most events to read (1 to %d; --all for every one)", query.MaxLimit))
 	all := fs.Bool("all", false, "stream every matching event, however many (an export: e.g. a day with --since and --until)")
 	jqTimeout := fs.Duration("jq-timeout", 60*time.Second, "longest the jq program may run")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

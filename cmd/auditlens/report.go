@@ -34,7 +34,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	detectors := fs.String("detector", "", "only findings of these detectors (comma-separated; default all)")
 	severity := fs.String("severity", "", "only findings at least this severe: info, warning or critical")
 	save := fs.Bool("save", true, "store the report in the reports table (the next report compares with it)")
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

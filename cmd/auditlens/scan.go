@@ -101,7 +101,7 @@ func runScan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	reader := fs.String("reader", "auto", "auto: the engine's JSON parser for logs of audit.k8s.io/v1 Events, the Go decoder for anything else; decoder: the Go decoder for everything, as import does")
 	spillAbove := fs.Int64("spill-above", 2<<30, "bytes of log (gzip counted 10 times its size) above which the events go to a table on disk under --tmp rather than in memory")
 	configFile := configFlag(fs)
-	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

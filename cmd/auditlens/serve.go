@@ -47,7 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		batchRows     = fs.Int("batch-rows", ingest.DefaultBatchRows, "largest insert into the store")
 		batchWait     = fs.Duration("batch-wait", time.Second, "longest the writer waits to fill an insert")
 		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
-		logLevel      = fs.String("log-level", "info", "debug, info, warn or error")
+		logLevel      = logLevelFlag(fs, "info")
 		configFile    = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes, detector parameters (see docs/configuration.md)")
 		webhookTokens multiFlag
 		apiTokens     multiFlag
