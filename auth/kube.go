@@ -70,7 +70,7 @@ type KubeConfig struct {
 	TokenFile string
 	// Audiences, when set, are the audiences the tokens must be for.
 	Audiences []string
-	// CacheTTL is how long an answer is reused (default 1 minute).
+	// CacheTTL is how long an answer is reused (default DefaultKubeCacheTTL).
 	CacheTTL time.Duration
 	// Clusters lists the auditlens cluster names there are, to review one
 	// by one for a user who may not read them all.
@@ -99,6 +99,10 @@ type cached struct {
 	expires time.Time
 }
 
+// DefaultKubeCacheTTL is how long a token's reviews are reused unless
+// KubeConfig.CacheTTL (serve's --kube-auth-cache-ttl) says otherwise.
+const DefaultKubeCacheTTL = time.Minute
+
 // NewKubeReviewer returns a reviewer for cfg.
 func NewKubeReviewer(cfg KubeConfig) (*KubeReviewer, error) {
 	u, err := url.Parse(cfg.Server)
@@ -112,7 +116,7 @@ func NewKubeReviewer(cfg KubeConfig) (*KubeReviewer, error) {
 		return nil, errors.New("kube auth: no lister of cluster names")
 	}
 	if cfg.CacheTTL <= 0 {
-		cfg.CacheTTL = time.Minute
+		cfg.CacheTTL = DefaultKubeCacheTTL
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

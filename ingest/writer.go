@@ -24,7 +24,7 @@ type WriterConfig struct {
 	// wants few, large inserts: about one per second per table.
 	MaxRows int
 	// MaxWait is how long the spool consumer waits to fill a batch once it
-	// has some rows (default 1s).
+	// has some rows (default DefaultBatchWait).
 	MaxWait time.Duration
 	// RetryMin and RetryMax bound the backoff between failed inserts of
 	// spooled rows (defaults 200ms and 5s). Spooled rows are retried until
@@ -52,12 +52,16 @@ type WriterConfig struct {
 // large inserts, and 50,000 events are ~50 MB of JSON.
 const DefaultBatchRows = 50000
 
+// DefaultBatchWait is how long the writer waits to fill an insert once it
+// has rows, unless set (serve's --batch-wait).
+const DefaultBatchWait = time.Second
+
 func (c *WriterConfig) setDefaults() {
 	if c.MaxRows <= 0 {
 		c.MaxRows = DefaultBatchRows
 	}
 	if c.MaxWait <= 0 {
-		c.MaxWait = time.Second
+		c.MaxWait = DefaultBatchWait
 	}
 	if c.RetryMin <= 0 {
 		c.RetryMin = 200 * time.Millisecond
