@@ -139,17 +139,8 @@ func (r *Runner) RunOnce(ctx context.Context, w Window) (Result, error) {
 		r.cfg.Metrics.observe(d.Name(), time.Since(start), outs[i].stored, outs[i].err)
 		r.cfg.Logger.Debug("detector evaluated", "detector", d.Name(), "window", w.String(), "stored", outs[i].stored, "took", time.Since(start))
 	}
-	if r.cfg.Parallel == 1 {
-		order, _ := followOrder(ds) // Validate refused a circle
-		for _, i := range order {
-			run(i)
-			if outs[i].err != nil && ctx.Err() != nil {
-				break
-			}
-		}
-	} else {
-		runOrdered(ds, r.cfg.Parallel, run)
-	}
+	order, _ := followOrder(ds) // Validate refused a circle
+	runOrdered(ctx, ds, order, r.cfg.Parallel, run)
 	var errs []error
 	for i, o := range outs {
 		res.Findings = append(res.Findings, o.findings...)
@@ -205,28 +196,35 @@ func followOrder(ds []Detector) ([]int, error) {
 	return order, nil
 }
 
-// runOrdered calls run(i) for each detector, at most parallel at once,
-// each Follower after the detectors it follows that are in ds.
-func runOrdered(ds []Detector, parallel int, run func(i int)) {
-	done := make(map[string]chan struct{}, len(ds))
-	for _, d := range ds {
-		done[d.Name()] = make(chan struct{})
+// runOrdered starts run(i) for each detector in order (followOrder's:
+// each Follower after the detectors it follows), at most parallel at once,
+// so with 1 one after the other. A Follower starts once the detectors it
+// follows have run. Once ctx ends, no other detector starts.
+func runOrdered(ctx context.Context, ds []Detector, order []int, parallel int, run func(i int)) {
+	index := make(map[string]int, len(ds))
+	done := make([]chan struct{}, len(ds))
+	for i, d := range ds {
+		index[d.Name()] = i
+		done[i] = make(chan struct{})
 	}
 	slots := make(chan struct{}, parallel)
 	var wg sync.WaitGroup
-	for i, d := range ds {
+	for _, i := range order {
+		if f, ok := ds[i].(Follower); ok {
+			for _, name := range f.Follows() {
+				if j, ok := index[name]; ok && j != i {
+					<-done[j] // started before i: order puts it first
+				}
+			}
+		}
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer close(done[d.Name()])
-			if f, ok := d.(Follower); ok {
-				for _, name := range f.Follows() {
-					if ch, ok := done[name]; ok && name != d.Name() {
-						<-ch
-					}
-				}
-			}
-			slots <- struct{}{}
+			defer close(done[i])
 			defer func() { <-slots }()
 			run(i)
 		}()

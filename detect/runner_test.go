@@ -3,6 +3,7 @@ package detect
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,5 +281,44 @@ func TestRunnerFollowCycle(t *testing.T) {
 	}
 	if _, err := NewRunner(nil, newMemStore(), RunnerConfig{Detectors: ds[1:], Parallel: 2}); err != nil {
 		t.Fatalf("NewRunner without x = %v, want nil", err)
+	}
+}
+
+// TestRunnerStopsWhenCancelled: once the context ends, no other detector
+// starts, serial or not.
+func TestRunnerStopsWhenCancelled(t *testing.T) {
+	w := Window{Since: time.Unix(0, 0), Until: time.Unix(600, 0)}
+	for _, parallel := range []int{1, 2} {
+		t.Run(strconv.Itoa(parallel), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var mu sync.Mutex
+			var ran []string
+			det := func(name string, stop bool) *fakeDetector {
+				return &fakeDetector{name: name, fn: func(int, Window) ([]Finding, error) {
+					mu.Lock()
+					ran = append(ran, name)
+					mu.Unlock()
+					if stop {
+						cancel()
+						return nil, ctx.Err()
+					}
+					return nil, nil
+				}}
+			}
+			// c follows a, so it waits for a, which cancels.
+			ds := []Detector{det("a", true), followingDetector{det("c", false), []string{"a"}}, det("d", false)}
+			r, err := NewRunner(nil, newMemStore(), RunnerConfig{Detectors: ds, Parallel: parallel})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = r.RunOnce(ctx, w)
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("RunOnce error = %v, want context.Canceled", err)
+			}
+			if slices.Contains(ran, "c") {
+				t.Errorf("detectors run: %v; c started after the cancellation", ran)
+			}
+		})
 	}
 }
