@@ -93,7 +93,9 @@ func embTestRows() []Row {
 }
 
 // embJSONRows returns the rows of sql as the engine's own JSONEachRow
-// text, one object a row (64-bit integers unquoted).
+// text, one object a row (64-bit integers unquoted): storetest.JSONRows
+// for this package's tests, which cannot import storetest (it imports
+// store).
 func embJSONRows(t testing.TB, s Scanner, ctx context.Context, sql string, params Params) []string {
 	t.Helper()
 	var got []string
