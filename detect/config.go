@@ -216,3 +216,8 @@ func paramKey(field string) string {
 	}
 	return b.String()
 }
+
+// Default returns every detector with its default parameters.
+func Default() []Detector {
+	return Config{}.Detectors()
+}

@@ -65,11 +65,6 @@ type Follower interface {
 	Follows() []string
 }
 
-// Default returns every detector with its default parameters.
-func Default() []Detector {
-	return Config{}.Detectors()
-}
-
 // mergeWith merges with the detector's own Merge when it has one.
 func mergeWith(d Detector, prev, next Finding) Finding {
 	if m, ok := d.(Merger); ok {

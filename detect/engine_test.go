@@ -9,7 +9,9 @@ package detect_test
 
 import (
 	"context"
+	"flag"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -127,4 +129,29 @@ func evaluate(tb testing.TB, d detect.Detector, q detect.Querier, w detect.Windo
 	}
 	detect.SortFindings(fs)
 	return fs
+}
+
+// updating reports whether -update (declared by the package's internal
+// tests, in the same test binary) asks to rewrite golden files.
+func updating() bool {
+	f := flag.Lookup("update")
+	return f != nil && f.Value.String() == "true"
+}
+
+func objectNames(f detect.Finding) []string {
+	var out []string
+	for _, o := range f.Objects {
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	return out
+}
+
+// rollbackFixtures is where the real kube-apiserver logs of an etcd
+// restore are (deploy/e2e, `make e2e-fixtures`); AUDITLENS_ROLLBACK_FIXTURES
+// points elsewhere.
+func rollbackFixtures() string {
+	if d := os.Getenv("AUDITLENS_ROLLBACK_FIXTURES"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "deploy", "e2e", "fixtures")
 }

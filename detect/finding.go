@@ -338,3 +338,10 @@ func SortFindings(fs []Finding) {
 		return cmp.Or(cmp.Compare(b.Severity.rank(), a.Severity.rank()), b.LastSeen.Compare(a.LastSeen), cmp.Compare(a.ID, b.ID))
 	})
 }
+
+// maxStaleRVs bounds the stale resourceVersions a history remembers.
+const maxStaleRVs = 64
+
+// RoleRelist is a lost node's kubelet listing (or watch-listing)
+// after it came back: the relist herd of the reconnect.
+const RoleRelist = "relist"

@@ -28,9 +28,6 @@ const (
 	// RoleEviction is a pod delete or eviction by the node-lifecycle or
 	// taint-eviction controller during the wave (Namespace/Name: the pod).
 	RoleEviction = "eviction"
-	// RoleRelist is a lost node's kubelet listing (or watch-listing)
-	// after it came back: the relist herd of the reconnect.
-	RoleRelist = "relist"
 )
 
 // HeartbeatLossConfig holds the heartbeat-loss detector's parameters.

@@ -21,13 +21,6 @@ import (
 // copies a captured array for every element (quadratic memory: a node's
 // hour of heartbeats asked for hundreds of GiB).
 
-// requestTimeSQL is when a request was made, in microseconds
-// (auditsql.RequestTime): every detector's request time, a heartbeat's
-// (heartbeat.TimeSQL) and a reflector read's start (reflector.StartSQL)
-// too, since a node's other requests are compared with its heartbeats'
-// times.
-const requestTimeSQL = auditsql.RequestTime
-
 // heartbeatNodesSQL returns, per node, its heartbeats' (package
 // internal/heartbeat says which requests are heartbeats) count, first and
 // last time, median and 90th-percentile gap, the gap that makes it lost
@@ -165,7 +158,7 @@ func (d *HeartbeatLoss) selectSilences(ctx context.Context, q Querier, w Window,
 // controller and routine controllers (a cordon, a taint, a drain's first
 // step). One row per node.
 func intentSQL(window string) string {
-	return `SELECT name AS node, groupArray(` + requestTimeSQL + `) AS intent_t
+	return `SELECT name AS node, groupArray(` + auditsql.RequestTime + `) AS intent_t
 FROM audit_events
 WHERE ` + window + ` AND cluster = {cluster:String} AND resource = 'nodes' AND subresource = '' AND name IN {nodes:Array(String)}
   AND (verb = 'delete' OR (verb IN ('update', 'patch') AND NOT startsWith(user, 'system:node:') AND user NOT IN {routine:Array(String)}))
@@ -180,7 +173,7 @@ GROUP BY name`
 func activitySQL(window string) string {
 	return `SELECT node, count() AS n
 FROM (
-    SELECT ` + heartbeat.NodeSQL + ` AS node, indexOf({nodes:Array(String)}, node) AS i, ` + requestTimeSQL + ` AS t
+    SELECT ` + heartbeat.NodeSQL + ` AS node, indexOf({nodes:Array(String)}, node) AS i, ` + auditsql.RequestTime + ` AS t
     FROM audit_events
     WHERE ` + window + ` AND cluster = {cluster:String} AND user IN {users:Array(String)}
 )
@@ -247,7 +240,7 @@ func consequencesSQL(window string) string {
        c_sub AS sub, c_namespace AS namespace, c_name AS name, c_user AS user, '' AS user_agent, '' AS source_ip,
        c_uri AS request_uri, c_code AS code, '' AS req_rv, '' AS response_rv, '' AS object_rv
 FROM (
-    SELECT cluster, audit_id, argMin(stage, ts) AS c_stage, min(` + requestTimeSQL + `) AS c_t, any(verb) AS c_verb,
+    SELECT cluster, audit_id, argMin(stage, ts) AS c_stage, min(` + auditsql.RequestTime + `) AS c_t, any(verb) AS c_verb,
            any(resource) AS c_resource, any(subresource) AS c_sub, any(namespace) AS c_namespace, any(name) AS c_name,
            any(user) AS c_user, any(request_uri) AS c_uri, max(code) AS c_code
     FROM audit_events

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
@@ -85,11 +86,6 @@ const reflectorKey = "cityHash64(user, user_agent, source_ip, api_group, resourc
 // apiserverInstanceSQL names the apiserver of a loopback request.
 const apiserverInstanceSQL = "if(user = 'system:apiserver', toString(apiserver), '')"
 
-// isListSQL is true for a list and for a watch-list (internal/reflector's
-// ListSQL): both start a reflector over. The continue pages of a list are
-// part of it (no further start: they follow its first page).
-const isListSQL = refl.ListSQL
-
 // suspectsSQL finds, cheaply, the reflectors whose watches went back: a
 // reflector's first step back since its last list is a watch whose
 // resourceVersion is below that of the request just before it (up to
@@ -113,7 +109,7 @@ func suspectsSQL(window, resources string) string {
 	return `SELECT ident FROM (
     SELECT cluster, ` + reflectorKey + ` AS ident, arraySort(groupArray(` + suspectKeySQL + `)) AS s
     FROM audit_events
-    WHERE ` + window + ` AND (` + isListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))` + resources + `
+    WHERE ` + window + ` AND (` + refl.ListSQL + ` OR (verb = 'watch' AND req_rv != '' AND req_rv != '0'))` + resources + `
     GROUP BY cluster, ident
 )
 WHERE arrayExists((cur, prev) -> toUInt64(cur) != 0 AND toUInt64(cur) < toUInt64(prev), arrayPopFront(s), arrayPopBack(s))`
@@ -123,8 +119,8 @@ WHERE arrayExists((cur, prev) -> toUInt64(cur) != 0 AND toUInt64(cur) < toUInt64
 // The start's sign bit is flipped so that a start before 1970 (negative)
 // would sort before those after rather than wrap to the top; toUInt64 of
 // the key is its low half.
-const suspectKeySQL = `bitOr(bitShiftLeft(toUInt128(bitXor(toUInt64(` + requestTimeSQL + `), 9223372036854775808)), 64),
-                                   toUInt128(if(` + isListSQL + `, 0, toUInt64OrZero(req_rv) + 1)))`
+const suspectKeySQL = `bitOr(bitShiftLeft(toUInt128(bitXor(toUInt64(` + auditsql.RequestTime + `), 9223372036854775808)), 64),
+                                   toUInt128(if(` + refl.ListSQL + `, 0, toUInt64OrZero(req_rv) + 1)))`
 
 // regressionSQL lists the watches that went back, for the suspects only.
 // Innermost: one row per watch or list (audit ID; a watch-list counts as a
@@ -149,9 +145,9 @@ FROM (
                    any(label_selector) AS label_selector, any(field_selector) AS field_selector,
                    any(r_instance) AS instance,
                    if(max(r_list), 'list', any(verb)) AS r_verb, any(req_rv) AS rv, toUInt64OrZero(any(req_rv)) AS rvn,
-                   min(` + requestTimeSQL + `) AS start,
+                   min(` + auditsql.RequestTime + `) AS start,
                    argMin(stage, ts) AS stage, any(request_uri) AS uri, max(code) AS code
-            FROM (SELECT *, request_uri, received_at, ` + apiserverInstanceSQL + ` AS r_instance, ` + isListSQL + ` AS r_list
+            FROM (SELECT *, request_uri, received_at, ` + apiserverInstanceSQL + ` AS r_instance, ` + refl.ListSQL + ` AS r_list
                   FROM audit_events -- a subquery: the aliases above would shadow these columns in WHERE
                   WHERE ` + window + ` AND verb IN ('watch', 'list')` + resources + `
                     AND ` + reflectorKey + ` IN {suspects:Array(UInt64)})

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
@@ -211,7 +212,7 @@ FROM (
                any(api_group) AS g_api_group, any(resource) AS g_resource, any(namespace) AS g_namespace,
                any(label_selector) AS g_label_selector, any(field_selector) AS g_field_selector,
                any(verb) AS g_verb, max(r_relist) AS g_relist,
-               min(` + requestTimeSQL + `) AS g_start,
+               min(` + auditsql.RequestTime + `) AS g_start,
                maxIf(toUnixTimestamp64Micro(ts), stage = 'ResponseComplete') AS g_end,
                max(received_at > toDateTime64(0, 6, 'UTC')) OR countIf(stage != 'ResponseComplete') > 0 AS g_start_known,
                argMin(stage, ts) AS g_stage, any(request_uri) AS g_uri, max(code) AS g_code, any(req_rv) AS g_rv

@@ -14,6 +14,8 @@ import (
 
 var codeSpan = regexp.MustCompile("`[^`\n]*`")
 
+var t0Render = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // golden compares got with testdata/name, or rewrites it with -update.
@@ -44,7 +46,7 @@ func renderSample() []Finding {
 	loop := NewWatchLoop(WatchLoopConfig{})
 	f := Finding{
 		ID: FindingID(WatchLoopName, "prod", "x"), Detector: WatchLoopName, Cluster: "prod", Severity: Critical,
-		FirstSeen: t0.Add(36 * time.Second), LastSeen: t0.Add(125 * time.Second),
+		FirstSeen: t0Render.Add(36 * time.Second), LastSeen: t0Render.Add(125 * time.Second),
 		Subjects: Subjects{User: "system:kube-controller-manager", UserAgent: "<img src=x onerror=alert(1)> | `evil` *bold*",
 			Resource: "services", ResourceVersion: "1200", SourceIP: "10.0.0.10"},
 		Objects: []Object{{"endpoints", "web", "frontend"}, {"endpoints", "default", "api"}},
@@ -52,23 +54,23 @@ func renderSample() []Finding {
 	for i, w := range []string{"w1", "w2"} {
 		at := time.Duration(i) * 15 * time.Second
 		f.Evidence = append(f.Evidence,
-			Evidence{AuditID: w, Stage: "RequestReceived", Time: t0.Add(36*time.Second + at), Verb: "watch", Resource: "services",
+			Evidence{AuditID: w, Stage: "RequestReceived", Time: t0Render.Add(36*time.Second + at), Verb: "watch", Resource: "services",
 				User: f.Subjects.User, RequestURI: "/api/v1/services?resourceVersion=1200&timeoutSeconds=11&watch=true", Code: 200,
 				Role: RoleStaticWatch, ResourceVersion: "1200"},
-			Evidence{AuditID: w + "-d", Stage: "ResponseComplete", Time: t0.Add(37*time.Second + at), Verb: "delete", Resource: "endpoints",
+			Evidence{AuditID: w + "-d", Stage: "ResponseComplete", Time: t0Render.Add(37*time.Second + at), Verb: "delete", Resource: "endpoints",
 				Namespace: "web", Name: "frontend", User: "system:serviceaccount:kube-system:endpoint-controller",
 				RequestURI: "/api/v1/namespaces/web/endpoints/frontend", Code: 200, Role: "endpoints-delete", WatchAuditID: w},
-			Evidence{AuditID: w + "-c", Stage: "ResponseComplete", Time: t0.Add(39*time.Second + at), Verb: "create", Resource: "endpoints",
+			Evidence{AuditID: w + "-c", Stage: "ResponseComplete", Time: t0Render.Add(39*time.Second + at), Verb: "create", Resource: "endpoints",
 				Namespace: "web", Name: "frontend", User: "system:serviceaccount:kube-system:endpoint-controller",
 				RequestURI: "/api/v1/namespaces/web/endpoints", Code: 201, Role: "endpoints-create", ResourceVersion: "4407510", WatchAuditID: w})
 	}
-	f.Evidence = append(f.Evidence, Evidence{AuditID: "adv", Stage: "RequestReceived", Time: t0.Add(80 * time.Second), Verb: "watch",
+	f.Evidence = append(f.Evidence, Evidence{AuditID: "adv", Stage: "RequestReceived", Time: t0Render.Add(80 * time.Second), Verb: "watch",
 		Resource: "services", User: "system:serviceaccount:kube-system:kube-dns", Role: RoleRVAdvanced, ResourceVersion: "4815000"})
 	f.normalize()
 	loop.describe(&f)
 	reg := Finding{ID: "watch-rv-regression-0", Detector: RegressionName, Cluster: "prod", Severity: Warning, Confidence: 0.6,
 		Title:   "kube-proxy resumed its watch of services from resourceVersion 1200, lower than 3702977 it had already used",
-		Summary: "A short summary.", Remediation: "Restart kube-proxy.", FirstSeen: t0, LastSeen: t0,
+		Summary: "A short summary.", Remediation: "Restart kube-proxy.", FirstSeen: t0Render, LastSeen: t0Render,
 		Subjects: Subjects{User: "system:kube-proxy", UserAgent: "kube-proxy/v1.9.2", Resource: "services", ResourceVersion: "1200", PreviousResourceVersion: "3702977"}}
 	reg.normalize()
 	fs := []Finding{reg, f}
@@ -160,7 +162,7 @@ func TestWatchLoopDescribe(t *testing.T) {
 	loop := NewWatchLoop(WatchLoopConfig{})
 	g := f
 	g.Evidence = append(append([]Evidence(nil), f.Evidence...), Evidence{AuditID: "w1-retry", Stage: "RequestReceived",
-		Time: t0.Add(37 * time.Second), Verb: "watch", Resource: "services", Role: RoleStaticWatch, ResourceVersion: "1200"})
+		Time: t0Render.Add(37 * time.Second), Verb: "watch", Resource: "services", Role: RoleStaticWatch, ResourceVersion: "1200"})
 	g.normalize()
 	loop.describe(&g)
 	if g.Subjects.WatchRestarts != 2 || g.Subjects.Iterations != 2 {

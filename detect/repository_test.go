@@ -184,7 +184,7 @@ func TestSlidingWindows(t *testing.T) {
 			}
 
 			period := (scale.RestartMin + scale.RestartMax) / 2
-			r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{Window: 4 * period, Interval: period})
+			r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{Detectors: detect.Default(), Window: 4 * period, Interval: period})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,7 +48,7 @@ LIMIT 1`
 func futureSQL(window string) string {
 	return `SELECT user, toString(user_agent) AS ua, toString(source_ip) AS ip, resource, any(namespace) AS ns, req_rv AS rv,
        uniqExact(audit_id) AS n,
-       min(` + requestTimeSQL + `) AS first,
+       min(` + auditsql.RequestTime + `) AS first,
        max(toUnixTimestamp64Micro(ts)) AS last,
        argMin(audit_id, ts) AS first_id, argMin(stage, ts) AS first_stage, argMin(request_uri, ts) AS first_uri,
        argMin(verb, ts) AS first_verb,

@@ -14,16 +14,6 @@ import (
 	"github.com/auditlens/auditlens/ingest"
 )
 
-// rollbackFixtures is where the real kube-apiserver logs of an etcd
-// restore are (deploy/e2e, `make e2e-fixtures`); AUDITLENS_ROLLBACK_FIXTURES
-// points elsewhere.
-func rollbackFixtures() string {
-	if d := os.Getenv("AUDITLENS_ROLLBACK_FIXTURES"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "deploy", "e2e", "fixtures")
-}
-
 // TestRVRollbackFixtures runs rv-rollback over real kube-apiserver 1.37
 // logs of etcd 3.6 restored with etcdutl while the real
 // kube-controller-manager and fake kubelets kept running: without

@@ -20,9 +20,10 @@ type FindingStore interface {
 	Upsert(ctx context.Context, fs []Finding) error
 }
 
-// RunnerConfig configures a Runner. The zero value is usable.
+// RunnerConfig configures a Runner: Detectors is required, the rest has
+// defaults.
 type RunnerConfig struct {
-	// Detectors to evaluate (default: Default()).
+	// Detectors to evaluate (required; detectors.Default() has them all).
 	Detectors []Detector
 	// Interval between two evaluations by Run (default 1m).
 	Interval time.Duration
@@ -54,9 +55,6 @@ type RunnerConfig struct {
 }
 
 func (c *RunnerConfig) setDefaults() {
-	if c.Detectors == nil {
-		c.Detectors = Default()
-	}
 	if c.Interval <= 0 {
 		c.Interval = time.Minute
 	}
@@ -77,6 +75,9 @@ func (c *RunnerConfig) setDefaults() {
 // Validate reports a configuration that cannot work.
 func (c RunnerConfig) Validate() error {
 	c.setDefaults()
+	if len(c.Detectors) == 0 {
+		return fmt.Errorf("no detectors to run")
+	}
 	if c.Window <= c.Interval {
 		return fmt.Errorf("detection window %s must be longer than the interval %s, so that consecutive windows overlap", c.Window, c.Interval)
 	}

@@ -172,10 +172,11 @@ func TestRunnerConfigValidate(t *testing.T) {
 		cfg  RunnerConfig
 		want string
 	}{
-		{"defaults", RunnerConfig{}, ""},
-		{"window longer than interval", RunnerConfig{Interval: 20 * time.Second, Window: 2 * time.Minute}, ""},
-		{"window equal to interval", RunnerConfig{Interval: time.Minute, Window: time.Minute}, "must be longer than the interval"},
-		{"window shorter than default interval", RunnerConfig{Window: 30 * time.Second}, "must be longer than the interval"},
+		{"defaults", RunnerConfig{Detectors: []Detector{d}}, ""},
+		{"no detectors", RunnerConfig{}, "no detectors"},
+		{"window longer than interval", RunnerConfig{Detectors: []Detector{d}, Interval: 20 * time.Second, Window: 2 * time.Minute}, ""},
+		{"window equal to interval", RunnerConfig{Detectors: []Detector{d}, Interval: time.Minute, Window: time.Minute}, "must be longer than the interval"},
+		{"window shorter than default interval", RunnerConfig{Detectors: []Detector{d}, Window: 30 * time.Second}, "must be longer than the interval"},
 		{"detector twice", RunnerConfig{Detectors: []Detector{d, d}}, `detector "d" is configured twice`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

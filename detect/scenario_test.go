@@ -3,7 +3,6 @@ package detect_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,13 +18,6 @@ import (
 	"github.com/auditlens/auditlens/ingest"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
-
-// updating reports whether -update (declared by the package's internal
-// tests, in the same test binary) asks to rewrite golden files.
-func updating() bool {
-	f := flag.Lookup("update")
-	return f != nil && f.Value.String() == "true"
-}
 
 // scenarioCases states what the detectors must find in each scenario, in
 // this file rather than taken from the generator: how many findings of
@@ -160,14 +152,6 @@ func TestScenarios(t *testing.T) {
 			})
 		}
 	}
-}
-
-func objectNames(f detect.Finding) []string {
-	var out []string
-	for _, o := range f.Objects {
-		out = append(out, o.Namespace+"/"+o.Name)
-	}
-	return out
 }
 
 // checkLoops holds watch-loop findings to the generator's truth: the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
@@ -121,11 +122,11 @@ FROM (
            any(toString(user_agent)) AS w_user_agent, any(toString(source_ip)) AS w_source_ip,
            any(api_group) AS w_api_group, any(resource) AS w_resource, any(namespace) AS w_namespace,
            any(label_selector) AS w_label_selector, any(field_selector) AS w_field_selector, any(req_rv) AS w_rv,
-           min(` + requestTimeSQL + `) AS w_start,
+           min(` + auditsql.RequestTime + `) AS w_start,
            argMin(stage, ts) AS w_stage, any(request_uri) AS w_uri, max(code) AS w_code, toUInt8(max(r_relist)) AS w_relist
     FROM (
         SELECT *, request_uri, received_at, ` + refl.ProgramSQL + ` AS r_program, ` + refl.InstanceSQL + ` AS r_instance,
-               ` + refl.IdentSQL + ` AS r_ident, (` + isListSQL + ` OR req_rv IN ('', '0')) AS r_relist
+               ` + refl.IdentSQL + ` AS r_ident, (` + refl.ListSQL + ` OR req_rv IN ('', '0')) AS r_relist
         FROM audit_events
         WHERE ` + window + ` AND verb IN ('watch', 'list') AND resource IN {resources:Array(String)}
           AND (cluster, r_ident) GLOBAL IN (` + watchSuspectsSQL(window) + `)
@@ -164,7 +165,7 @@ type reflectorWatchesRow struct {
 func watchSuspectsSQL(window string) string {
 	return `SELECT cluster, g_ident FROM (
             SELECT cluster, ` + refl.IdentSQL + ` AS g_ident,
-                   arraySort(groupArray((` + requestTimeSQL + `, toUInt64OrZero(req_rv)))) AS s
+                   arraySort(groupArray((` + auditsql.RequestTime + `, toUInt64OrZero(req_rv)))) AS s
             FROM audit_events
             WHERE ` + window + ` AND verb = 'watch' AND resource IN {resources:Array(String)}
               AND req_rv != '' AND req_rv != '0' AND req_rv_match != 'NotOlderThan'
@@ -323,3 +324,5 @@ func at[T any](s []T, i int) T {
 }
 
 func itoa(n int) string { return strconv.Itoa(max(n, 0)) }
+
+func stateKey(cluster, ident string) string { return cluster + "\x00" + ident }

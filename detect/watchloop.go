@@ -599,15 +599,3 @@ func endEpisode(st *stream) {
 
 // maxVictims bounds the objects a history remembers.
 const maxVictims = 200
-
-func mergeStrings(a, b []string) []string {
-	out := append(slices.Clone(a), b...)
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if len(out) > 16 {
-		out = out[:16]
-	}
-	return out
-}
-
-func fmtRV(v uint64) string { return strconv.FormatUint(v, 10) }

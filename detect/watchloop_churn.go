@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/auditlens/auditlens/internal/auditsql"
 	refl "github.com/auditlens/auditlens/internal/reflector"
 	"github.com/auditlens/auditlens/store"
 )
@@ -84,7 +85,7 @@ LIMIT 1 BY c.cluster, c.audit_id`
 // succeeded, and an explained write must never be blamed on a loop).
 func namedOwnerWritesSQL(ownerWindow string) string {
 	return `
-    SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS o_t
+    SELECT cluster, namespace, name, min(` + auditsql.RequestTime + `) AS o_t
     FROM audit_events
     WHERE ` + ownerWindow + ` AND resource = {owner:String} AND api_group = '' AND subresource = ''
       AND verb IN ('delete', 'create', 'deletecollection') AND name != ''
@@ -98,7 +99,7 @@ func namedOwnerWritesSQL(ownerWindow string) string {
 // the churn: such a write explains the churn writes of its whole
 // namespace right after it. It is checked in Go (explainedUnnamed).
 func unnamedOwnerWritesSQL(window string) string {
-	return `SELECT cluster, namespace, name, min(` + requestTimeSQL + `) AS t
+	return `SELECT cluster, namespace, name, min(` + auditsql.RequestTime + `) AS t
 FROM audit_events
 WHERE ` + window + ` AND resource = {owner:String} AND api_group = '' AND subresource = ''
   AND verb IN ('delete', 'create', 'deletecollection') AND name = '' AND namespace IN {namespaces:Array(String)}

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	refl "github.com/auditlens/auditlens/internal/reflector"
 )
 
 // watchLoopID is the ID of the watch-loop finding of one reflector: its
@@ -274,9 +272,6 @@ func loopRemediation(prog, owner string) string {
 		"repeatedly, and controller logs show \"watch of *v1.ConfigMap ended with: too old resource version\"."
 }
 
-// programName is the program of a client (internal/reflector).
-func programName(userAgent, user string) string { return refl.Program(userAgent, user) }
-
 // apiserverAffected reads the kube-apiservers' versions from their own
 // user agents ("kube-apiserver/v1.9.2 …"), as seen in the cluster's feed:
 // the bug is the apiserver's, whatever the client's version. version lists
@@ -322,38 +317,4 @@ func affectedVersion(userAgent string) (string, bool) {
 		return ver, patch <= 2
 	}
 	return ver, false
-}
-
-func objectList(objs []Object, limit int) string {
-	var names []string
-	for i, o := range objs {
-		if i == limit {
-			names = append(names, fmt.Sprintf("and %d more", len(objs)-limit))
-			break
-		}
-		if o.Namespace == "" {
-			names = append(names, o.Name)
-		} else {
-			names = append(names, o.Namespace+"/"+o.Name)
-		}
-	}
-	return strings.Join(names, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func round2(x float64) float64 { return float64(int(x*100+0.5)) / 100 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

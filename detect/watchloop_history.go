@@ -196,9 +196,6 @@ func (h *history) remembered() time.Time {
 	return h.LastSeen
 }
 
-// maxStaleRVs bounds the stale resourceVersions a history remembers.
-const maxStaleRVs = 64
-
 // rvSeen is one request that showed a resourceVersion.
 type rvSeen struct {
 	RV      string    `json:"rv"`
@@ -240,8 +237,6 @@ type memory struct {
 	uaRead      map[string]bool // clusters whose apiserver user agents this evaluation read
 	until       time.Time
 }
-
-func stateKey(cluster, ident string) string { return cluster + "\x00" + ident }
 
 // historyKey is the detector_state key of a reflector's history. Keys of
 // the detector's earlier, per-resourceVersion histories ("ident/rv") never
