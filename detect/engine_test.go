@@ -155,3 +155,118 @@ func rollbackFixtures() string {
 	}
 	return filepath.Join("..", "deploy", "e2e", "fixtures")
 }
+
+// memFindings is a FindingStore in memory.
+type memFindings map[string]detect.Finding
+
+func (m memFindings) GetMany(_ context.Context, ids []string) (map[string]detect.Finding, error) {
+	out := map[string]detect.Finding{}
+	for _, id := range ids {
+		if f, ok := m[id]; ok {
+			out[id] = f
+		}
+	}
+	return out, nil
+}
+
+func (m memFindings) Upsert(_ context.Context, fs []detect.Finding) error {
+	for _, f := range fs {
+		m[f.ID] = f
+	}
+	return nil
+}
+
+// scenarioCases states what the detectors must find in each scenario, in
+// this file rather than taken from the generator: how many findings of
+// each detector (regressions -1: as many as the generator's truth holds), and for the loop its client, resourceVersion and
+// Endpoints. The generator's own truth (Trace.Want) is checked against
+// these counts and then used for the details (iterations, which watch
+// each churn event followed).
+var scenarioCases = map[string]scenarioCase{
+	"seed-incident": {Loops: 1, Regressions: 4, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
+	"incident-with-user-recreate": {Loops: 1, Regressions: 4, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing", "web/frontend"}}, // not web/shop
+	"long-incident": {Loops: 1, Regressions: 4, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
+	"idle-constant-rv":           {},
+	"user-recreates-service":     {},
+	"advancing-rv":               {},
+	"static-rv-not-advanced":     {},
+	"apiserver-startup":          {},
+	"healthy-controller-manager": {},
+	"rv-regression":              {Regressions: 1, RegressionUser: "system:serviceaccount:ingress-nginx:ingress-nginx"},
+	// Generated variations (internal/scenario/variants.go): the victims,
+	// timings and subsets are drawn from the seed; these are seed 1's.
+	"incident-ci-victims": {Loops: 1, Regressions: 3, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"batch/worker", "web/frontend", "web/shop"}}, // not monitoring/prometheus
+	// The stale resourceVersion drifts as other Services are deleted:
+	// still one loop, from 1200 first; the regressions (one per watcher
+	// and resourceVersion it went back to) vary with the drift.
+	// Its victims too (nil LoopObjects: the generator's truth).
+	"incident-drifting": {Loops: 1, Regressions: -1, LoopUser: "system:kube-controller-manager", LoopRV: "1200"},
+	"incident-ha": {Loops: 1, Regressions: 3, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing", "web/frontend", "web/promo"}},
+	"loop-already-running": {Loops: 1, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"batch/worker", "default/api", "payments/billing", "web/frontend"}},
+	"incident-k8s-1.8": {Loops: 1, Regressions: 3, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"web/promo", "web/shop"}},
+	"incident-k8s-1.8-many-nodes": {Loops: 1, Regressions: 41, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing"}},
+	"incident-k8s-1.7": {Loops: 1, Regressions: 3, LoopUser: "system:kube-controller-manager", LoopRV: "1200",
+		LoopObjects: []string{"default/api", "payments/billing"}},
+	"modern-user-recreates": {},
+	"janitor-idle":          {},
+	"watch-list-relists":    {},
+	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
+	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
+	"heartbeat-loss-seed":              {HerdsLinked: true},
+	"heartbeat-loss-partial-evictions": {HerdsLinked: true},
+	"heartbeat-loss-short":             {HerdsLinked: true},
+	"heartbeat-loss-large":             {HerdsLinked: true},
+	"heartbeat-loss-status-only":       {HerdsLinked: true},
+	"heartbeat-loss-hours":             {HerdsLinked: true},
+	"heartbeat-one-node-lost":          {},
+	"heartbeat-drain-maintenance":      {},
+	"heartbeat-scale-down":             {},
+	"heartbeat-feed-silent":            {},
+	"heartbeat-apiserver-feed-lost":    {},
+	"heartbeat-quiet-slow-status":      {},
+	// etcd restores and their look-alikes (internal/scenario/rollback.go):
+	// rv-rollback is held to them by TestRVRollbackScenarios (Rollbacks:
+	// critical findings, Restores: restores with --bump-revision).
+	"etcd-restore":               {Rollbacks: 1, HerdsLinked: true},
+	"etcd-restore-metadata":      {Rollbacks: 1, HerdsLinked: true},
+	"etcd-restore-ha":            {Rollbacks: 1, HerdsLinked: true},
+	"etcd-restore-bump":          {Restores: 1, HerdsLinked: true},
+	"etcd-restore-bump-metadata": {Restores: 1, HerdsLinked: true},
+	"apiserver-restart":          {},
+	"ha-lagging-cache":           {},
+	"new-cluster":                {},
+	"idle-cluster":               {},
+	"future-rv-client":           {},
+	// Relist loops and herds (internal/scenario/relist.go).
+	"relist-loop":            {RelistLoops: 2},
+	"relist-loop-watch-list": {RelistLoops: 2},
+	"relist-herd-kubelets":   {RelistHerds: 2},
+	"relist-herd-rollout":    {}, // first reads of objects, many at once
+	"relist-controls":        {},
+}
+
+// scenarioCase is what the detectors must find in one scenario.
+type scenarioCase struct {
+	Loops, Regressions int
+	LoopUser, LoopRV   string
+	LoopObjects        []string
+	RegressionUser     string // the only regressing client, when there is one
+	// Rollbacks and Restores count the etcd restores without and with
+	// --bump-revision (rv-rollback's critical and info findings).
+	Rollbacks, Restores int
+	// RelistLoops and RelistHerds count the relist-loop and relist-herd
+	// findings (relist_test.go holds the detectors to them); HerdsLinked:
+	// the scenario's relist herds are the aftermath of its heartbeat loss
+	// or etcd restore, so every further herd must be information naming
+	// that finding.
+	RelistLoops, RelistHerds int
+	HerdsLinked              bool
+}

@@ -216,25 +216,6 @@ func reqRV(uri string) string {
 
 // memFindings is a FindingStore in memory, for the control run that must
 // not touch the stored findings.
-type memFindings map[string]detect.Finding
-
-func (m memFindings) GetMany(_ context.Context, ids []string) (map[string]detect.Finding, error) {
-	out := map[string]detect.Finding{}
-	for _, id := range ids {
-		if f, ok := m[id]; ok {
-			out[id] = f
-		}
-	}
-	return out, nil
-}
-
-func (m memFindings) Upsert(_ context.Context, fs []detect.Finding) error {
-	for _, f := range fs {
-		m[f.ID] = f
-	}
-	return nil
-}
-
 // TestRegressionPartOfLoop: the regression that began a watch loop is the
 // same incident: information naming the loop, not a second warning. The
 // other Services watchers that went back (kube-proxy, kube-dns) loop

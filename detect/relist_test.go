@@ -32,13 +32,13 @@ func TestRelistScenarios(t *testing.T) {
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
 				tr, w := importScenario(t, st, sc, scale)
-				if len(tr.Want.RelistLoops) != tc.relistLoops || len(tr.Want.RelistHerds) != tc.relistHerds {
+				if len(tr.Want.RelistLoops) != tc.RelistLoops || len(tr.Want.RelistHerds) != tc.RelistHerds {
 					t.Fatalf("the generator put %d relist loops and %d herds in %s, the case expects %d and %d",
-						len(tr.Want.RelistLoops), len(tr.Want.RelistHerds), tr, tc.relistLoops, tc.relistHerds)
+						len(tr.Want.RelistLoops), len(tr.Want.RelistHerds), tr, tc.RelistLoops, tc.RelistHerds)
 				}
 				checkRelistLoops(t, tr.Want.RelistLoops, evaluate(t, detect.NewRelistLoop(detect.RelistLoopConfig{}), st, w))
 				causes := map[string]bool{}
-				if tc.herdsLinked {
+				if tc.HerdsLinked {
 					// What Default() runs before relist-herd, stored as the
 					// Runner stores it.
 					repo := detect.NewRepository(st, nil)

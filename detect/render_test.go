@@ -102,7 +102,7 @@ func TestRender(t *testing.T) {
 		if err := json.Unmarshal(buf.Bytes(), &back); err != nil {
 			t.Fatal(err)
 		}
-		if want := renderSample(); len(back) != len(want) || !sameFinding(back[1], want[1]) {
+		if want := renderSample(); len(back) != len(want) || !sameJSON(back[1], want[1]) {
 			t.Errorf("decoded %+v", back)
 		}
 	})
@@ -167,5 +167,38 @@ func TestWatchLoopDescribe(t *testing.T) {
 	loop.describe(&g)
 	if g.Subjects.WatchRestarts != 2 || g.Subjects.Iterations != 2 {
 		t.Errorf("with a retry: restarts %d iterations %d, want 2 and 2", g.Subjects.WatchRestarts, g.Subjects.Iterations)
+	}
+}
+
+// sameJSON compares two findings as stored: their JSON documents.
+func sameJSON(a, b Finding) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func TestAffectedVersion(t *testing.T) {
+	for _, tc := range []struct {
+		agent    string
+		ver      string
+		affected bool
+	}{
+		{"kube-controller-manager/v1.9.2 (linux/amd64) kubernetes/5fa2db2/shared-informers", "v1.9.2", true},
+		{"kube-controller-manager/v1.9.3 (linux/amd64) kubernetes/d283541", "v1.9.3", false},
+		{"kube-proxy/v1.7.0 (linux/amd64) kubernetes/d3ada01", "v1.7.0", true},
+		{"kube-proxy/v1.7.12 (linux/amd64) kubernetes/3bda299", "v1.7.12", true},
+		{"kube-proxy/v1.7.13 (linux/amd64) kubernetes/a3e4d4b", "v1.7.13", false},
+		{"kubelet/v1.8.7 (linux/amd64) kubernetes/b30876a", "v1.8.7", true},
+		{"kubelet/v1.8.8 (linux/amd64) kubernetes/2f73858", "v1.8.8", false},
+		{"kube-controller-manager/v1.6.13 (linux/amd64) kubernetes/14ea65f", "v1.6.13", false},
+		{"kube-controller-manager/v1.10.0 (linux/amd64) kubernetes/fc32d2f", "v1.10.0", false},
+		{"kube-dns/1.14.8 (linux/amd64) kubernetes/$Format", "1.14.8", false},
+		{"Prometheus/3.2.1", "3.2.1", false},
+		{"curl", "", false},
+	} {
+		ver, affected := affectedVersion(tc.agent)
+		if ver != tc.ver || affected != tc.affected {
+			t.Errorf("affectedVersion(%q) = %q, %v; want %q, %v", tc.agent, ver, affected, tc.ver, tc.affected)
+		}
 	}
 }

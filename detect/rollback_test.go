@@ -38,9 +38,9 @@ func TestRVRollbackScenarios(t *testing.T) {
 						bumped++
 					}
 				}
-				if len(tr.Want.Restores)-bumped != tc.rollbacks || bumped != tc.restores {
+				if len(tr.Want.Restores)-bumped != tc.Rollbacks || bumped != tc.Restores {
 					t.Fatalf("the generator put %d restores (%d with bump) in %s, the case expects %d rollbacks and %d restores",
-						len(tr.Want.Restores), bumped, tr, tc.rollbacks, tc.restores)
+						len(tr.Want.Restores), bumped, tr, tc.Rollbacks, tc.Restores)
 				}
 				got := evaluate(t, detect.NewRVRollback(detect.RVRollbackConfig{}), st, w)
 				checkRollbacks(t, tr, got)

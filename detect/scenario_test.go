@@ -19,98 +19,6 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
 
-// scenarioCases states what the detectors must find in each scenario, in
-// this file rather than taken from the generator: how many findings of
-// each detector (regressions -1: as many as the generator's truth holds), and for the loop its client, resourceVersion and
-// Endpoints. The generator's own truth (Trace.Want) is checked against
-// these counts and then used for the details (iterations, which watch
-// each churn event followed).
-var scenarioCases = map[string]struct {
-	loops, regressions int
-	loopUser, loopRV   string
-	loopObjects        []string
-	regressionUser     string // the only regressing client, when there is one
-	// rollbacks and restores count the etcd restores without and with
-	// --bump-revision (rv-rollback's critical and info findings).
-	rollbacks, restores int
-	// relistLoops and relistHerds count the relist-loop and relist-herd
-	// findings (relist_test.go holds the detectors to them); herdsLinked:
-	// the scenario's relist herds are the aftermath of its heartbeat loss
-	// or etcd restore, so every further herd must be information naming
-	// that finding.
-	relistLoops, relistHerds int
-	herdsLinked              bool
-}{
-	"seed-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
-	"incident-with-user-recreate": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}}, // not web/shop
-	"long-incident": {loops: 1, regressions: 4, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing", "web/frontend"}},
-	"idle-constant-rv":           {},
-	"user-recreates-service":     {},
-	"advancing-rv":               {},
-	"static-rv-not-advanced":     {},
-	"apiserver-startup":          {},
-	"healthy-controller-manager": {},
-	"rv-regression":              {regressions: 1, regressionUser: "system:serviceaccount:ingress-nginx:ingress-nginx"},
-	// Generated variations (internal/scenario/variants.go): the victims,
-	// timings and subsets are drawn from the seed; these are seed 1's.
-	"incident-ci-victims": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"batch/worker", "web/frontend", "web/shop"}}, // not monitoring/prometheus
-	// The stale resourceVersion drifts as other Services are deleted:
-	// still one loop, from 1200 first; the regressions (one per watcher
-	// and resourceVersion it went back to) vary with the drift.
-	// Its victims too (nil loopObjects: the generator's truth).
-	"incident-drifting": {loops: 1, regressions: -1, loopUser: "system:kube-controller-manager", loopRV: "1200"},
-	"incident-ha": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing", "web/frontend", "web/promo"}},
-	"loop-already-running": {loops: 1, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"batch/worker", "default/api", "payments/billing", "web/frontend"}},
-	"incident-k8s-1.8": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"web/promo", "web/shop"}},
-	"incident-k8s-1.8-many-nodes": {loops: 1, regressions: 41, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing"}},
-	"incident-k8s-1.7": {loops: 1, regressions: 3, loopUser: "system:kube-controller-manager", loopRV: "1200",
-		loopObjects: []string{"default/api", "payments/billing"}},
-	"modern-user-recreates": {},
-	"janitor-idle":          {},
-	"watch-list-relists":    {},
-	// Heartbeat loss (internal/scenario/heartbeat.go): held to their truth
-	// by TestHeartbeatLossScenarios; the watch detectors stay silent.
-	"heartbeat-loss-seed":              {herdsLinked: true},
-	"heartbeat-loss-partial-evictions": {herdsLinked: true},
-	"heartbeat-loss-short":             {herdsLinked: true},
-	"heartbeat-loss-large":             {herdsLinked: true},
-	"heartbeat-loss-status-only":       {herdsLinked: true},
-	"heartbeat-loss-hours":             {herdsLinked: true},
-	"heartbeat-one-node-lost":          {},
-	"heartbeat-drain-maintenance":      {},
-	"heartbeat-scale-down":             {},
-	"heartbeat-feed-silent":            {},
-	"heartbeat-apiserver-feed-lost":    {},
-	"heartbeat-quiet-slow-status":      {},
-	// etcd restores and their look-alikes (internal/scenario/rollback.go):
-	// rv-rollback is held to them by TestRVRollbackScenarios (rollbacks:
-	// critical findings, restores: restores with --bump-revision).
-	"etcd-restore":               {rollbacks: 1, herdsLinked: true},
-	"etcd-restore-metadata":      {rollbacks: 1, herdsLinked: true},
-	"etcd-restore-ha":            {rollbacks: 1, herdsLinked: true},
-	"etcd-restore-bump":          {restores: 1, herdsLinked: true},
-	"etcd-restore-bump-metadata": {restores: 1, herdsLinked: true},
-	"apiserver-restart":          {},
-	"ha-lagging-cache":           {},
-	"new-cluster":                {},
-	"idle-cluster":               {},
-	"future-rv-client":           {},
-	// Relist loops and herds (internal/scenario/relist.go).
-	"relist-loop":            {relistLoops: 2},
-	"relist-loop-watch-list": {relistLoops: 2},
-	"relist-herd-kubelets":   {relistHerds: 2},
-	"relist-herd-rollout":    {}, // first reads of objects, many at once
-	"relist-controls":        {},
-}
-
 // TestScenarios imports every scenario at both time scales and holds the
 // two detectors, with their default parameters, to what it contains.
 func TestScenarios(t *testing.T) {
@@ -125,29 +33,29 @@ func TestScenarios(t *testing.T) {
 		for _, scale := range scenario.Scales {
 			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
 				tr, w := importScenario(t, st, sc, scale)
-				if len(tr.Want.Loops) != tc.loops || tc.regressions >= 0 && len(tr.Want.Regressions) != tc.regressions {
+				if len(tr.Want.Loops) != tc.Loops || tc.Regressions >= 0 && len(tr.Want.Regressions) != tc.Regressions {
 					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
-						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.loops, tc.regressions)
+						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.Loops, tc.Regressions)
 				}
 				loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
 				regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
 				checkLoops(t, tr.Want.Loops, loops)
 				checkRegressions(t, tr.Want.Regressions, regs)
-				if tc.loops == 1 && len(loops) == 1 {
+				if tc.Loops == 1 && len(loops) == 1 {
 					f := loops[0]
-					if f.Subjects.User != tc.loopUser || f.Subjects.ResourceVersion != tc.loopRV || f.Subjects.Resource != "services" {
+					if f.Subjects.User != tc.LoopUser || f.Subjects.ResourceVersion != tc.LoopRV || f.Subjects.Resource != "services" {
 						t.Errorf("loop of %s on %s from %s, want %s on services from %s", f.Subjects.User, f.Subjects.Resource,
-							f.Subjects.ResourceVersion, tc.loopUser, tc.loopRV)
+							f.Subjects.ResourceVersion, tc.LoopUser, tc.LoopRV)
 					}
-					if got := objectNames(f); tc.loopObjects != nil && !slices.Equal(got, tc.loopObjects) {
-						t.Errorf("objects %v, want %v", got, tc.loopObjects)
+					if got := objectNames(f); tc.LoopObjects != nil && !slices.Equal(got, tc.LoopObjects) {
+						t.Errorf("objects %v, want %v", got, tc.LoopObjects)
 					}
 					if f.Subjects.Iterations < 4 {
 						t.Errorf("%d iterations: the scenario loops at least 4 times", f.Subjects.Iterations)
 					}
 				}
-				if tc.regressionUser != "" && len(regs) == 1 && regs[0].Subjects.User != tc.regressionUser {
-					t.Errorf("regression of %s, want %s", regs[0].Subjects.User, tc.regressionUser)
+				if tc.RegressionUser != "" && len(regs) == 1 && regs[0].Subjects.User != tc.RegressionUser {
+					t.Errorf("regression of %s, want %s", regs[0].Subjects.User, tc.RegressionUser)
 				}
 			})
 		}
@@ -465,8 +373,8 @@ func TestScenariosByAPIServer(t *testing.T) {
 			checkLoops(t, tr.Want.Loops, loops)
 			checkRegressions(t, tr.Want.Regressions, regs)
 			if len(loops) == 1 {
-				if got := objectNames(loops[0]); !slices.Equal(got, tc.loopObjects) {
-					t.Errorf("objects %v, want %v", got, tc.loopObjects)
+				if got := objectNames(loops[0]); !slices.Equal(got, tc.LoopObjects) {
+					t.Errorf("objects %v, want %v", got, tc.LoopObjects)
 				}
 			}
 		})
