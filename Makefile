@@ -139,7 +139,7 @@ bench-store: chdb build
 
 ## bench-detect: every detector, one evaluation over the whole bench store
 bench-detect: chdb bench-store
-	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_DETECT_BENCH_STORE=$(BENCH_STORE) $(GO) test ./detect/ -run '^$$' -bench Detectors -benchtime 3x -count 3 -timeout 120m -detect.bench-events $(BENCH_STORE_EVENTS)
+	CHDB_LIB_PATH=$(CHDB_LIB) AUDITLENS_DETECT_BENCH_STORE=$(BENCH_STORE) $(GO) test ./detect/detectors/ -run '^$$' -bench Detectors -benchtime 3x -count 3 -timeout 120m -detect.bench-events $(BENCH_STORE_EVENTS)
 
 ## bench-explorer: the timeline of the bench store's fullest hour in Chromium
 bench-explorer: chdb chromium bench-store

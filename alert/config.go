@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 	"github.com/auditlens/auditlens/report"
 )
 
@@ -205,7 +206,7 @@ func httpURL(n *yaml.Node, key string) (string, error) {
 // knownDetectors checks names against the detectors serve runs.
 func knownDetectors(n *yaml.Node, names []string) error {
 	var known []string
-	for _, d := range detect.Default() {
+	for _, d := range detectors.Default() {
 		known = append(known, d.Name())
 	}
 	for _, name := range names {

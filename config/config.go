@@ -26,7 +26,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/auditlens/auditlens/alert"
-	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 	"github.com/auditlens/auditlens/report"
 )
 
@@ -34,7 +34,7 @@ import (
 type File struct {
 	Reports   []report.Spec
 	Alerts    alert.Config
-	Detectors detect.Config
+	Detectors detectors.Config
 }
 
 // Sections are the top-level keys of the file.
@@ -96,7 +96,7 @@ func Parse(b []byte) (File, []string, error) {
 		case "alerts":
 			f.Alerts, err = alert.Decode(v)
 		case "detectors":
-			f.Detectors, err = detect.ParseConfig(v)
+			f.Detectors, err = detectors.ParseConfig(v)
 		default:
 			return f, nil, fmt.Errorf("line %d: unknown section %q (the sections are %s)", k.Line, k.Value, strings.Join(Sections, ", "))
 		}

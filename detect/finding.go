@@ -133,17 +133,18 @@ type StaleRV struct {
 	Restarts int       `json:"restarts"`
 }
 
-func compareStaleRVs(a, b StaleRV) int {
+// CompareStaleRVs orders stale resourceVersions by first use.
+func CompareStaleRVs(a, b StaleRV) int {
 	if c := a.First.Compare(b.First); c != 0 {
 		return c
 	}
 	return strings.Compare(a.RV, b.RV)
 }
 
-// mergeStaleRVs unions two lists of stale resourceVersions: per
+// MergeStaleRVs unions two lists of stale resourceVersions: per
 // resourceVersion the earliest first use, the latest last and the larger
 // count (each list may hold all of another's restarts).
-func mergeStaleRVs(a, b []StaleRV) []StaleRV {
+func MergeStaleRVs(a, b []StaleRV) []StaleRV {
 	out := slices.Clone(a)
 	for _, s := range b {
 		i := slices.IndexFunc(out, func(o StaleRV) bool { return o.RV == s.RV })
@@ -160,9 +161,9 @@ func mergeStaleRVs(a, b []StaleRV) []StaleRV {
 		}
 		o.Restarts = max(o.Restarts, s.Restarts)
 	}
-	slices.SortFunc(out, compareStaleRVs)
-	if len(out) > maxStaleRVs {
-		out = out[:maxStaleRVs]
+	slices.SortFunc(out, CompareStaleRVs)
+	if len(out) > MaxStaleRVs {
+		out = out[:MaxStaleRVs]
 	}
 	return out
 }
@@ -197,7 +198,8 @@ func (o Object) String() string {
 	return o.Resource + " " + o.Namespace + "/" + o.Name
 }
 
-func compareObjects(a, b Object) int {
+// CompareObjects orders objects by resource, namespace and name.
+func CompareObjects(a, b Object) int {
 	return cmp.Or(cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
@@ -285,7 +287,7 @@ func Merge(prev, next Finding, maxEvidence int) Finding {
 	out.Confidence = max(out.Confidence, prev.Confidence)
 
 	objs := append(slices.Clone(prev.Objects), next.Objects...)
-	slices.SortFunc(objs, compareObjects)
+	slices.SortFunc(objs, CompareObjects)
 	out.Objects = slices.Compact(objs)
 
 	at := make(map[string]int, len(prev.Evidence)+len(next.Evidence))
@@ -313,9 +315,9 @@ func Merge(prev, next Finding, maxEvidence int) Finding {
 	return out
 }
 
-// normalize puts a finding in its canonical form: UTC times, sorted
+// Normalize puts a finding in its canonical form: UTC times, sorted
 // objects and evidence, empty lists rather than null.
-func (f *Finding) normalize() {
+func (f *Finding) Normalize() {
 	f.FirstSeen, f.LastSeen = f.FirstSeen.UTC(), f.LastSeen.UTC()
 	if f.Objects == nil {
 		f.Objects = []Object{}
@@ -326,7 +328,7 @@ func (f *Finding) normalize() {
 	for i := range f.Evidence {
 		f.Evidence[i].Time = f.Evidence[i].Time.UTC()
 	}
-	slices.SortFunc(f.Objects, compareObjects)
+	slices.SortFunc(f.Objects, CompareObjects)
 	f.Objects = slices.Compact(f.Objects)
 	slices.SortFunc(f.Evidence, compareEvidence)
 }
@@ -339,9 +341,11 @@ func SortFindings(fs []Finding) {
 	})
 }
 
-// maxStaleRVs bounds the stale resourceVersions a history remembers.
-const maxStaleRVs = 64
+// MaxStaleRVs bounds the stale resourceVersions a history remembers.
+const MaxStaleRVs = 64
 
-// RoleRelist is a lost node's kubelet listing (or watch-listing)
-// after it came back: the relist herd of the reconnect.
+// RoleRelist is the evidence role of a client's list (or watch-list) that
+// started it over: a lost node's kubelet after it came back
+// (heartbeat-loss), a client after a rollback (rv-rollback), each client
+// of a herd (relist-herd), the list after a short watch (relist-loop).
 const RoleRelist = "relist"

@@ -91,35 +91,6 @@ func TestMergeThinsEvidenceFromTheMiddle(t *testing.T) {
 	}
 }
 
-func TestBursts(t *testing.T) {
-	sec := func(ss ...float64) []time.Time {
-		var out []time.Time
-		for _, s := range ss {
-			out = append(out, t0.Add(time.Duration(s*float64(time.Second))))
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name  string
-		times []time.Time
-		ids   []int
-		n     int
-	}{
-		{"none", nil, []int{}, 0},
-		{"one", sec(0), []int{0}, 1},
-		{"restarts every 15 s", sec(0, 15, 31, 44), []int{0, 1, 2, 3}, 4},
-		{"retries a second apart are one restart", sec(0, 1, 2, 3.1, 4, 300, 301), []int{0, 0, 0, 0, 0, 1, 1}, 2},
-		{"exactly the spacing is a new restart", sec(0, 5, 10), []int{0, 1, 2}, 3},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ids, n := bursts(tc.times, 5*time.Second)
-			if n != tc.n || !slices.Equal(ids, tc.ids) {
-				t.Errorf("got %v (%d), want %v (%d)", ids, n, tc.ids, tc.n)
-			}
-		})
-	}
-}
-
 func TestCompareRV(t *testing.T) {
 	for _, tc := range []struct {
 		a, b string
@@ -134,7 +105,7 @@ func TestCompareRV(t *testing.T) {
 		{"", "100", 0, false},
 		{"-1", "1", 0, false},
 	} {
-		c, ok := compareRV(tc.a, tc.b)
+		c, ok := CompareRV(tc.a, tc.b)
 		if c != tc.c || ok != tc.ok {
 			t.Errorf("compareRV(%q, %q) = %d, %v; want %d, %v", tc.a, tc.b, c, ok, tc.c, tc.ok)
 		}
@@ -159,7 +130,7 @@ func TestSeverity(t *testing.T) {
 // promises, empty lists included.
 func TestFindingJSONFields(t *testing.T) {
 	f := Finding{ID: "x", Detector: "watch-loop", Severity: Critical}
-	f.normalize()
+	f.Normalize()
 	b, err := json.Marshal(&f)
 	if err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func countLine(fs []Finding) string {
 			parts = append(parts, fmt.Sprintf("%d %s", n[s], s))
 		}
 	}
-	return fmt.Sprintf("%d %s: %s", len(fs), plural(len(fs), "finding", "findings"), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d %s: %s", len(fs), Plural(len(fs), "finding", "findings"), strings.Join(parts, ", "))
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

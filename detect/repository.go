@@ -76,7 +76,7 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 	firsts, lasts, stamps := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	for i := range fs {
 		f := fs[i]
-		f.normalize()
+		f.Normalize()
 		body, err := json.Marshal(&f)
 		if err != nil {
 			return fmt.Errorf("encoding finding %s: %w", f.ID, err)
@@ -126,7 +126,7 @@ func (r *Repository) GetMany(ctx context.Context, ids []string) (map[string]Find
 		return out, nil
 	}
 	const q = `SELECT argMax(body, updated_at) AS body FROM findings WHERE id IN {ids:Array(String)} GROUP BY id`
-	err := selectRows(ctx, r.st, "findings", q, store.Params{"ids": arrayParam(ids)}, func(row bodyRow) error {
+	err := SelectRows(ctx, r.st, "findings", q, store.Params{"ids": arrayParam(ids)}, func(row bodyRow) error {
 		f, err := row.finding()
 		if err != nil {
 			return err
@@ -146,7 +146,7 @@ func (b bodyRow) finding() (Finding, error) {
 	if err := json.Unmarshal([]byte(b.Body), &f); err != nil {
 		return Finding{}, fmt.Errorf("decoding a stored finding: %w", err)
 	}
-	f.normalize()
+	f.Normalize()
 	return f, nil
 }
 
@@ -225,7 +225,7 @@ func (r *Repository) List(ctx context.Context, f ListFilter) ([]Finding, error) 
 		"         argMax(last_seen, updated_at) AS ls, argMax(severity, updated_at) AS sev\n  FROM findings" +
 		where(inner, "\n  ") + "\n  GROUP BY id\n)" + where(outer, "\n") + "\nORDER BY ls DESC, id\nLIMIT {limit:UInt32}"
 	var out []Finding
-	err := selectRows(ctx, r.st, "findings", q, p, func(row bodyRow) error {
+	err := SelectRows(ctx, r.st, "findings", q, p, func(row bodyRow) error {
 		f, err := row.finding()
 		if err != nil {
 			return err

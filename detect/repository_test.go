@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
+	"github.com/auditlens/auditlens/detect/watchloop"
+	"github.com/auditlens/auditlens/internal/testkit/detecttest"
+
 	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/store"
 )
@@ -17,7 +21,7 @@ import (
 // and reads them back: by ID, with the list filters, after updates in
 // place, with strings a hostile client chose.
 func TestRepository(t *testing.T) {
-	st := engine(t)
+	st := detecttest.Engine(t)
 	ctx := context.Background()
 	now := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 	repo := detect.NewRepository(st, func() time.Time { return now })
@@ -170,21 +174,21 @@ func sameJSON(t *testing.T, a, b detect.Finding) bool {
 // whole trace finds.
 func TestSlidingWindows(t *testing.T) {
 	t.Parallel()
-	st := engine(t)
+	st := detecttest.Engine(t)
 	ctx := context.Background()
 	for _, scale := range scenario.Scales {
 		t.Run(scale.Name, func(t *testing.T) {
 			sc, _ := scenario.ByName("seed-incident")
 			tr := sc.Generate(scale, scenario.Start, 1)
 			cluster := "windows-" + scale.Name
-			whole := span(importTrace(t, st, tr, cluster), cluster)
-			once := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, whole)
+			whole := detecttest.Span(detecttest.ImportTrace(t, st, tr, cluster), cluster)
+			once := detecttest.Evaluate(t, watchloop.New(watchloop.Config{}), st, whole)
 			if len(once) != 1 {
 				t.Fatalf("%d findings over the whole trace", len(once))
 			}
 
 			period := (scale.RestartMin + scale.RestartMax) / 2
-			r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{Detectors: detect.Default(), Window: 4 * period, Interval: period})
+			r, err := detect.NewRunner(st, detect.NewRepository(st, nil), detect.RunnerConfig{Detectors: detectors.Default(), Window: 4 * period, Interval: period})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,11 +202,11 @@ func TestSlidingWindows(t *testing.T) {
 				created += res.New
 			}
 			repo := detect.NewRepository(st, nil)
-			loops, err := repo.List(ctx, detect.ListFilter{Clusters: []string{cluster}, Detectors: []string{detect.WatchLoopName}})
+			loops, err := repo.List(ctx, detect.ListFilter{Clusters: []string{cluster}, Detectors: []string{watchloop.Name}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			regs, err := repo.List(ctx, detect.ListFilter{Clusters: []string{cluster}, Detectors: []string{detect.RegressionName}})
+			regs, err := repo.List(ctx, detect.ListFilter{Clusters: []string{cluster}, Detectors: []string{watchloop.RegressionName}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -230,17 +234,17 @@ func TestSlidingWindows(t *testing.T) {
 				} else {
 					seen[k] = true
 				}
-				if e.Role == detect.RoleStaticWatch && e.Stage != "RequestReceived" {
+				if e.Role == watchloop.RoleStaticWatch && e.Stage != "RequestReceived" {
 					t.Errorf("static watch %s kept stage %s, not when it was made", e.AuditID, e.Stage)
 				}
 			}
-			if n := len(slices.DeleteFunc(slices.Clone(got.Evidence), func(e detect.Evidence) bool { return e.Role != detect.RoleRVAdvanced })); n == 0 || n > 2 {
+			if n := len(slices.DeleteFunc(slices.Clone(got.Evidence), func(e detect.Evidence) bool { return e.Role != watchloop.RoleRVAdvanced })); n == 0 || n > 2 {
 				t.Errorf("%d rv-advanced events, want the one or two of the first window that had them", n)
 			}
 			links := func(f detect.Finding) map[string]string {
 				m := map[string]string{}
 				for _, e := range f.Evidence {
-					if e.Role != detect.RoleRVAdvanced {
+					if e.Role != watchloop.RoleRVAdvanced {
 						m[e.AuditID+"/"+e.Role] = e.WatchAuditID
 					}
 				}

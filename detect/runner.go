@@ -258,10 +258,10 @@ func (r *Runner) runDetector(ctx context.Context, d Detector, w Window) (out det
 	byID := map[string]Finding{}
 	var order []string
 	for _, f := range found {
-		f.normalize()
+		f.Normalize()
 		if p, ok := byID[f.ID]; ok {
 			f = mergeWith(d, p, f)
-			f.normalize()
+			f.Normalize()
 		} else {
 			order = append(order, f.ID)
 		}
@@ -282,7 +282,7 @@ func (r *Runner) runDetector(ctx context.Context, d Detector, w Window) (out det
 			changed = append(changed, f)
 		default:
 			f = mergeWith(d, prev, f)
-			f.normalize()
+			f.Normalize()
 			if sameFinding(prev, f) {
 				out.unchanged++
 				f = prev

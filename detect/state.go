@@ -88,14 +88,14 @@ func (r *Repository) LoadState(ctx context.Context, detector string, clusters []
 FROM detector_state WHERE ` + cond + `
 GROUP BY cluster, key ORDER BY cluster, key`
 	var out []StateRecord
-	err := selectRows(ctx, r.st, detector+" state", sql, p, func(row struct {
+	err := SelectRows(ctx, r.st, detector+" state", sql, p, func(row struct {
 		Cluster  string `json:"cluster"`
 		Key      string `json:"key"`
 		LastSeen int64  `json:"seen_us"`
 		Body     string `json:"body_json"`
 	}) error {
 		out = append(out, StateRecord{Detector: detector, Cluster: row.Cluster, Key: row.Key,
-			LastSeen: micros(row.LastSeen), Body: json.RawMessage(row.Body)})
+			LastSeen: Micros(row.LastSeen), Body: json.RawMessage(row.Body)})
 		return nil
 	})
 	return out, err

@@ -7,11 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	refl "github.com/auditlens/auditlens/internal/reflector"
 )
 
-func mergeStrings(a, b []string) []string {
+// MergeStrings is the sorted union of a and b, at most 16 strings.
+func MergeStrings(a, b []string) []string {
 	out := append(slices.Clone(a), b...)
 	slices.Sort(out)
 	out = slices.Compact(out)
@@ -21,12 +20,32 @@ func mergeStrings(a, b []string) []string {
 	return out
 }
 
-func fmtRV(v uint64) string { return strconv.FormatUint(v, 10) }
+// FormatRV writes a resourceVersion held as a number.
+func FormatRV(v uint64) string { return strconv.FormatUint(v, 10) }
 
-// programName is the program of a client (internal/reflector).
-func programName(userAgent, user string) string { return refl.Program(userAgent, user) }
+// Plural is one when n is 1, else many.
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
 
-func objectList(objs []Object, limit int) string {
+// Round2 rounds a non-negative x to two decimals.
+func Round2(x float64) float64 { return float64(int(x*100+0.5)) / 100 }
+
+// SortedKeys returns m's keys in order.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ObjectList names objects (namespace/name) for a summary, up to limit of them.
+func ObjectList(objs []Object, limit int) string {
 	var names []string
 	for i, o := range objs {
 		if i == limit {
@@ -40,22 +59,4 @@ func objectList(objs []Object, limit int) string {
 		}
 	}
 	return strings.Join(names, ", ")
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
-func round2(x float64) float64 { return float64(int(x*100+0.5)) / 100 }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

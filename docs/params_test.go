@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 )
 
 // TestDetectorParameters holds each detector's page to the parameters the
@@ -15,8 +15,8 @@ import (
 // detectors.<name> and no key the detector does not have.
 func TestDetectorParameters(t *testing.T) {
 	keyRE := regexp.MustCompile("`([a-z][a-z_]*)`")
-	var cfg detect.Config
-	for _, d := range detect.Default() {
+	var cfg detectors.Config
+	for _, d := range detectors.Default() {
 		name := d.Name()
 		t.Run(name, func(t *testing.T) {
 			b, err := os.ReadFile("detectors/" + name + ".md")

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
+	"github.com/auditlens/auditlens/detect/watchloop"
 	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/internal/testkit/storetest"
 )
@@ -23,12 +25,12 @@ func TestGKEDetectors(t *testing.T) {
 	ctx := context.Background()
 	w := NewWriter(st, WriterConfig{})
 	table := map[string]string{
-		detect.WatchLoopName:  "blinded",
-		detect.RegressionName: "blinded",
-		"heartbeat-loss":      "ok",
-		"rv-rollback":         "weakened",
-		"relist-loop":         "blinded",
-		"relist-herd":         "weakened",
+		watchloop.Name:           "blinded",
+		watchloop.RegressionName: "blinded",
+		"heartbeat-loss":         "ok",
+		"rv-rollback":            "weakened",
+		"relist-loop":            "blinded",
+		"relist-herd":            "weakened",
 	}
 	start := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
 	seen := map[string]int{}
@@ -73,7 +75,7 @@ func TestGKEDetectors(t *testing.T) {
 				}
 			}
 			repo := detect.NewRepository(st, nil)
-			r, err := detect.NewRunner(st, repo, detect.RunnerConfig{Detectors: detect.Default(), State: repo})
+			r, err := detect.NewRunner(st, repo, detect.RunnerConfig{Detectors: detectors.Default(), State: repo})
 			if err != nil {
 				t.Fatal(err)
 			}

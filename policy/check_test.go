@@ -11,7 +11,7 @@ import (
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/watchloop"
 	"github.com/auditlens/auditlens/policy"
 )
 
@@ -77,7 +77,7 @@ func TestPublishedPolicies(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep := policy.Check(mustParse(t, string(data)), watchDetectors())
-			want := map[string]policy.Verdict{detect.WatchLoopName: c.loop, detect.RegressionName: c.regr}
+			want := map[string]policy.Verdict{watchloop.Name: c.loop, watchloop.RegressionName: c.regr}
 			if got := verdicts(rep); !mapsEqual(got, want) {
 				t.Errorf("verdicts %v, want %v", got, want)
 			}
@@ -204,7 +204,7 @@ rules:
 		t.Run(c.name, func(t *testing.T) {
 			src := header + c.policy
 			rep := policy.Check(mustParse(t, src), watchDetectors())
-			want := map[string]policy.Verdict{detect.WatchLoopName: c.loop, detect.RegressionName: c.regr}
+			want := map[string]policy.Verdict{watchloop.Name: c.loop, watchloop.RegressionName: c.regr}
 			if got := verdicts(rep); !mapsEqual(got, want) {
 				t.Errorf("verdicts %v, want %v; hidden:\n  %s", got, want, strings.Join(hidden(rep), "\n  "))
 			}

@@ -3,15 +3,15 @@ package policy_test
 import (
 	"testing"
 
-	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/watchloop"
 	"github.com/auditlens/auditlens/policy"
 )
 
 // watchDetectors is the needs of the two watch detectors, whose probes
 // the tables of these tests exercise (and the golden files show); the
-// tests of cmd/auditlens check every detector of detect.Default().
+// tests of cmd/auditlens check every detector of detectors.Default().
 func watchDetectors() []policy.DetectorNeeds {
-	wl, rg := detect.NewWatchLoop(detect.WatchLoopConfig{}), detect.NewRegression(detect.RegressionConfig{})
+	wl, rg := watchloop.New(watchloop.Config{}), watchloop.NewRegression(watchloop.RegressionConfig{})
 	return []policy.DetectorNeeds{{Detector: wl.Name(), Needs: wl.Needs()}, {Detector: rg.Name(), Needs: rg.Needs()}}
 }
 

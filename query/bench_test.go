@@ -112,7 +112,7 @@ func BenchmarkEventsRebuilt(b *testing.B) {
 
 // BenchmarkHistogramStore: the explorer's histogram of one hour that
 // holds nearly all of the detector benchmark's 10M stored events
-// (detect/bench_test.go builds that store; give a copy, since opening it
+// (detect/detectors/bench_test.go builds that store; give a copy, since opening it
 // applies the migrations, 0006's backfill included), in the 30 s bars the
 // timeline asks for, with ragged edges as a window ending now has; from
 // the rollup and from the events in the same run. Also the value list of

@@ -3,7 +3,7 @@
 # events of a large cluster (RATE events a second of event time, so that
 # the hour the explorer benchmark shows, 08:05-09:05, holds about
 # RATE*3600 of them) plus the seed incident at real time scale, all in
-# cluster "bench" from 2026-05-04T08:00:00Z (where detect/bench_test.go
+# cluster "bench" from 2026-05-04T08:00:00Z (where detect/detectors/bench_test.go
 # and cmd/auditlens/ui_bench_test.go look), imported into the embedded
 # store at STORE. The same arguments build the same events. Prints the
 # build's wall time and the store's size; an existing store is kept.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -23,10 +24,10 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	format := fs.String("format", "text", "output: text, json (an array of findings) or markdown")
 	clusters := fs.String("cluster", "", "only these clusters (comma-separated; default all)")
 	var all []string
-	for _, d := range detect.Default() {
+	for _, d := range detectors.Default() {
 		all = append(all, d.Name())
 	}
-	detectors := fs.String("detector", "", "only these detectors (comma-separated; default all: "+strings.Join(all, ", ")+")")
+	only := fs.String("detector", "", "only these detectors (comma-separated; default all: "+strings.Join(all, ", ")+")")
 	configFile := configFlag(fs)
 	logLevel := logLevelFlag(fs, "warn")
 	if err := parseFlags(fs, args); err != nil {
@@ -44,8 +45,8 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	w.Clusters = splitList(*clusters)
-	names := splitList(*detectors)
-	if _, err := selectDetectors(detect.Config{}, names); err != nil {
+	names := splitList(*only)
+	if _, err := selectDetectors(detectors.Config{}, names); err != nil {
 		return err
 	}
 	log, err := newLogger(stderr, *logLevel)

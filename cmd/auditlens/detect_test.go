@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/watchloop"
 )
 
 // runCLI runs the auditlens command line in a child process (the engine
@@ -55,7 +56,7 @@ func decodeFindings(t *testing.T, out string) []detect.Finding {
 	return fs
 }
 
-func detectors(fs []detect.Finding) map[string]int {
+func countByDetector(fs []detect.Finding) map[string]int {
 	n := map[string]int{}
 	for _, f := range fs {
 		n[f.Detector]++
@@ -92,7 +93,7 @@ func TestScan(t *testing.T) {
 		detector map[string]int
 	}{
 		{name: "incident, json", args: []string{"--format", "json", incident}, code: 1,
-			detector: map[string]int{detect.WatchLoopName: 1, detect.RegressionName: 4}},
+			detector: map[string]int{watchloop.Name: 1, watchloop.RegressionName: 4}},
 		{name: "incident, text", args: []string{incident}, code: 1, check: func(t *testing.T, out string) {
 			for _, want := range []string{"5 findings: 1 critical, 3 warning, 1 info.", "CRITICAL  watch-loop", "resourceVersion 1200",
 				"objects (3): endpoints default/api, endpoints payments/billing, endpoints web/frontend"} {
@@ -107,7 +108,7 @@ func TestScan(t *testing.T) {
 			}
 		}},
 		{name: "parameters from --config", args: []string{"--format", "json", "--config", strict, incident}, code: 1,
-			detector: map[string]int{detect.RegressionName: 4}},
+			detector: map[string]int{watchloop.RegressionName: 4}},
 		{name: "a parameter misspelt", args: []string{"--config", typo, incident}, code: 2},
 		{name: "healthy directory", args: []string{"--format", "json", healthy}, code: 0, detector: map[string]int{}},
 		{name: "healthy, text", args: []string{healthy}, code: 0, check: func(t *testing.T, out string) {
@@ -126,7 +127,7 @@ func TestScan(t *testing.T) {
 				t.Fatalf("exit %d, want %d\nstdout:\n%.2000s\nstderr:\n%s", code, tc.code, stdout, stderr)
 			}
 			if tc.detector != nil {
-				if got := detectors(decodeFindings(t, stdout)); len(got) != len(tc.detector) || !equalCounts(got, tc.detector) {
+				if got := countByDetector(decodeFindings(t, stdout)); len(got) != len(tc.detector) || !equalCounts(got, tc.detector) {
 					t.Errorf("findings by detector %v, want %v", got, tc.detector)
 				}
 			}
@@ -182,12 +183,12 @@ func TestImportDetectAndServe(t *testing.T) {
 		t.Fatalf("detect: exit %d\n%s", code, stderr)
 	}
 	fs := decodeFindings(t, stdout)
-	if got := detectors(fs); got[detect.WatchLoopName] != 1 || got[detect.RegressionName] != 4 {
+	if got := countByDetector(fs); got[watchloop.Name] != 1 || got[watchloop.RegressionName] != 4 {
 		t.Fatalf("detect found %v", got)
 	}
 	var loopID string
 	for _, f := range fs {
-		if f.Detector == detect.WatchLoopName {
+		if f.Detector == watchloop.Name {
 			loopID = f.ID
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/auditlens/auditlens/config"
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -33,7 +34,7 @@ func (d *detectFlags) register(fs *flag.FlagSet) {
 
 // startDetectors starts serve's continuous detector evaluation over st.
 // stop cancels it and waits until it has ended; call it before closing st.
-func startDetectors(st store.Store, df detectFlags, params detect.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
+func startDetectors(st store.Store, df detectFlags, params detectors.Config, log *slog.Logger, reg prometheus.Registerer) (stop func(), err error) {
 	if !df.enabled {
 		log.Info("detectors off (--detect=false)")
 		return func() {}, nil
@@ -56,7 +57,7 @@ func startDetectors(st store.Store, df detectFlags, params detect.Config, log *s
 
 // detectOnce evaluates the detectors (all, or those named) with params
 // over w and stores their findings.
-func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []string, params detect.Config, log *slog.Logger) (detect.Result, error) {
+func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []string, params detectors.Config, log *slog.Logger) (detect.Result, error) {
 	ds, err := selectDetectors(params, names)
 	if err != nil {
 		return detect.Result{}, err
@@ -71,7 +72,7 @@ func detectOnce(ctx context.Context, st store.Store, w detect.Window, names []st
 
 // selectDetectors returns the detectors named, or all when names is
 // empty, with params.
-func selectDetectors(params detect.Config, names []string) ([]detect.Detector, error) {
+func selectDetectors(params detectors.Config, names []string) ([]detect.Detector, error) {
 	all := params.Detectors()
 	if len(names) == 0 {
 		return all, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
 	"github.com/auditlens/auditlens/policy"
 )
 
@@ -63,7 +64,7 @@ func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlagSet("policy check", "[--format text|json] FILE", stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: auditlens policy check [--format text|json] FILE\n\n"+policyCheckHelp+"\nFlags:\n",
-			needsHelp(detectorNeeds(detect.Default())))
+			needsHelp(detectorNeeds(detectors.Default())))
 		fs.PrintDefaults()
 	}
 	format := fs.String("format", "text", "output: text or json")
@@ -81,7 +82,7 @@ func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	rep := policy.Check(p, detectorNeeds(detect.Default()))
+	rep := policy.Check(p, detectorNeeds(detectors.Default()))
 	if err := policy.Render(stdout, *format, path, rep); err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ type needer interface {
 }
 
 // detectorNeeds lists the needs of the detectors that declare them, in
-// their order. Every detector of detect.Default() does (a test holds it).
+// their order. Every detector of detectors.Default() does (a test holds it).
 func detectorNeeds(ds []detect.Detector) []policy.DetectorNeeds {
 	var out []policy.DetectorNeeds
 	for _, d := range ds {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/detectors"
+	"github.com/auditlens/auditlens/detect/watchloop"
 	"github.com/auditlens/auditlens/policy"
 )
 
@@ -87,7 +88,7 @@ func TestPolicyCheckJSON(t *testing.T) {
 	for _, d := range rep.Detectors {
 		got[d.Detector] = d.Verdict
 	}
-	if got[detect.WatchLoopName] != policy.OK || got[detect.RegressionName] != policy.Weakened || rep.Blinded {
+	if got[watchloop.Name] != policy.OK || got[watchloop.RegressionName] != policy.Weakened || rep.Blinded {
 		t.Errorf("verdicts %v, blinded %v", got, rep.Blinded)
 	}
 }
@@ -95,7 +96,7 @@ func TestPolicyCheckJSON(t *testing.T) {
 // Every detector says what it must see (detect/<name>_needs.go), and our
 // own policy lets every one see all of it.
 func TestPolicyEveryDetectorHasNeeds(t *testing.T) {
-	for _, d := range detect.Default() {
+	for _, d := range detectors.Default() {
 		n, ok := d.(needer)
 		if !ok || len(n.Needs()) == 0 {
 			t.Errorf("detector %s declares no needs: add a Needs method in detect/<name>_needs.go", d.Name())
@@ -118,8 +119,8 @@ func TestPolicyEveryDetectorHasNeeds(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Detectors) != len(detect.Default()) {
-		t.Errorf("%d detectors checked, %d in detect.Default()", len(rep.Detectors), len(detect.Default()))
+	if len(rep.Detectors) != len(detectors.Default()) {
+		t.Errorf("%d detectors checked, %d in detectors.Default()", len(rep.Detectors), len(detectors.Default()))
 	}
 	for _, d := range rep.Detectors {
 		if d.Verdict != policy.OK {

@@ -3,7 +3,7 @@ package main
 // How long the explorer takes to show a one-hour window over a store of
 // at least 10M events, in a real browser: from navigation start to the
 // timeline (findings, histogram and the newest 200 events) rendered. The
-// store is the detector benchmark's (detect/bench_test.go builds it: 10M
+// store is the detector benchmark's (detect/detectors/bench_test.go builds it: 10M
 // generated events, most of them inside one hour):
 //
 //	AUDITLENS_UI_BENCH_STORE=/var/tmp/detect-bench \
@@ -30,7 +30,7 @@ import (
 func BenchmarkUITimeline(b *testing.B) {
 	storeDir := os.Getenv("AUDITLENS_UI_BENCH_STORE")
 	if storeDir == "" {
-		b.Skip("set AUDITLENS_UI_BENCH_STORE to a store of >= 10M events (see detect/bench_test.go)")
+		b.Skip("set AUDITLENS_UI_BENCH_STORE to a store of >= 10M events (see detect/detectors/bench_test.go)")
 	}
 	s := startServe(b, "--store", "chdb://"+storeDir, "--data", b.TempDir(), "--detect=false")
 	// The benchmark store's events start at 2026-05-04 08:00 UTC.

@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/heartbeatloss"
 	"github.com/auditlens/auditlens/internal/testkit/storetest"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/web"
@@ -411,7 +412,7 @@ func TestUIIncidentScenarios(t *testing.T) {
 		f := findingOf(t, "heartbeat-loss", "heartbeat-loss-partial-evictions")
 		var evictions int
 		for _, e := range f.Evidence {
-			if e.Role == detect.RoleEviction {
+			if e.Role == heartbeatloss.RoleEviction {
 				evictions++
 			}
 		}

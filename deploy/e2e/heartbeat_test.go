@@ -411,7 +411,7 @@ func TestHeartbeatLoss(t *testing.T) {
 }
 
 // heartbeatLossName is the heartbeat-loss detector's name
-// (detect.HeartbeatLossName).
+// (heartbeatloss.Name).
 const heartbeatLossName = "heartbeat-loss"
 
 // matchHeartbeat lists how the findings fall short of what a heartbeat

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/rollback"
 )
 
 // rbEvent is the part of an audit event the rollback checks read: the
@@ -430,7 +431,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 	var problems []string
 	var rollbacks []detect.Finding
 	for _, f := range got {
-		if f.Detector == detect.RVRollbackName {
+		if f.Detector == rollback.Name {
 			rollbacks = append(rollbacks, f)
 		}
 	}
@@ -439,7 +440,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 			if f.Severity == detect.Critical {
 				problems = append(problems, fmt.Sprintf("a bumped restore: critical %s finding %q", f.Detector, f.Title))
 			}
-			if f.Detector == detect.RVRollbackName && f.Severity != detect.Info {
+			if f.Detector == rollback.Name && f.Severity != detect.Info {
 				problems = append(problems, fmt.Sprintf("a bumped restore: %s rv-rollback finding %q, want at most info", f.Severity, f.Title))
 			}
 		}
@@ -469,7 +470,7 @@ func matchRollback(exp rollbackExpectation, got []detect.Finding) []string {
 	for _, e := range f.Evidence {
 		roles[e.Role]++
 	}
-	for _, role := range []string{detect.RoleHeadBefore, detect.RoleHeadAfter, detect.RoleFutureWatch, detect.RoleConflict} {
+	for _, role := range []string{rollback.RoleHeadBefore, rollback.RoleHeadAfter, rollback.RoleFutureWatch, rollback.RoleConflict} {
 		if roles[role] == 0 {
 			problems = append(problems, fmt.Sprintf("no evidence with role %s (roles %v)", role, roles))
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/watchloop"
 	"github.com/auditlens/auditlens/gen/scenario"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/testkit/scenariotest"
@@ -22,7 +23,7 @@ import (
 
 // TestClusterShape imports scenarios through the Distributed tables and
 // holds the detectors to what the single-node tests expect of them
-// (detect/scenario_test.go), then exercises the other readers.
+// (detect/watchloop/scenario_test.go), then exercises the other readers.
 func TestClusterShape(t *testing.T) {
 	st := storetest.OpenCluster(t)
 	ctx := context.Background()
@@ -92,8 +93,8 @@ func TestClusterShape(t *testing.T) {
 				last = stats.Last
 			}
 			w := detect.Window{Since: stats.First, Until: stats.Last.Add(time.Microsecond), Clusters: []string{cluster}}
-			loops := evaluate(t, detect.NewWatchLoop(detect.WatchLoopConfig{}), st, w)
-			regs := evaluate(t, detect.NewRegression(detect.RegressionConfig{}), st, w)
+			loops := evaluate(t, watchloop.New(watchloop.Config{}), st, w)
+			regs := evaluate(t, watchloop.NewRegression(watchloop.RegressionConfig{}), st, w)
 			if len(loops) != tc.loops || len(regs) != tc.regressions {
 				t.Fatalf("%d loops and %d regressions, want %d and %d", len(loops), len(regs), tc.loops, tc.regressions)
 			}

@@ -1,0 +1,338 @@
+package relist_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/auditlens/auditlens/detect"
+	"github.com/auditlens/auditlens/detect/heartbeatloss"
+	"github.com/auditlens/auditlens/detect/relist"
+	"github.com/auditlens/auditlens/detect/rollback"
+	"github.com/auditlens/auditlens/internal/testkit/detecttest"
+
+	"github.com/auditlens/auditlens/gen/scenario"
+	"github.com/auditlens/auditlens/store"
+)
+
+// TestRelistScenarios imports every scenario at both time scales and holds
+// relist-loop and relist-herd, with their default parameters, to what
+// scenarioCases and the generator's truth say: a finding for each loop
+// (its client, resource, instances and turns) and each herd (its resource,
+// every client, when it began), and silence everywhere else.
+func TestRelistScenarios(t *testing.T) {
+	t.Parallel()
+	st := detecttest.Engine(t)
+	for _, sc := range scenario.All() {
+		tc, ok := detecttest.ScenarioCases[sc.Name]
+		if !ok {
+			t.Errorf("scenario %s has no expectations in scenarioCases", sc.Name)
+			continue
+		}
+		for _, scale := range scenario.Scales {
+			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
+				tr, w := detecttest.ImportScenario(t, st, sc, scale)
+				if len(tr.Want.RelistLoops) != tc.RelistLoops || len(tr.Want.RelistHerds) != tc.RelistHerds {
+					t.Fatalf("the generator put %d relist loops and %d herds in %s, the case expects %d and %d",
+						len(tr.Want.RelistLoops), len(tr.Want.RelistHerds), tr, tc.RelistLoops, tc.RelistHerds)
+				}
+				checkRelistLoops(t, tr.Want.RelistLoops, detecttest.Evaluate(t, relist.NewLoop(relist.LoopConfig{}), st, w))
+				causes := map[string]bool{}
+				if tc.HerdsLinked {
+					// What Default() runs before relist-herd, stored as the
+					// Runner stores it.
+					repo := detect.NewRepository(st, nil)
+					for _, d := range []detect.Detector{heartbeatloss.New(heartbeatloss.Config{}), rollback.New(rollback.Config{})} {
+						fs := detecttest.Evaluate(t, d, st, w)
+						if err := repo.Upsert(context.Background(), fs); err != nil {
+							t.Fatal(err)
+						}
+						for _, f := range fs {
+							causes[f.ID] = true
+						}
+					}
+				}
+				herds := detecttest.Evaluate(t, relist.NewHerd(relist.HerdConfig{}), st, w)
+				var unlinked []detect.Finding
+				for _, f := range herds {
+					switch {
+					case f.Subjects.PartOf == "":
+						unlinked = append(unlinked, f)
+					case !causes[f.Subjects.PartOf] || f.Severity != detect.Info:
+						t.Errorf("herd %q: part of %q (not a finding of this cluster's heartbeat loss or restore), severity %s",
+							f.Title, f.Subjects.PartOf, f.Severity)
+					}
+				}
+				checkRelistHerds(t, tr.Want.RelistHerds, unlinked)
+				if n := len(herds) - len(unlinked); n > 0 {
+					t.Logf("%d herds part of the scenario's incident", n)
+				}
+			})
+		}
+	}
+}
+
+func checkRelistLoops(t *testing.T, want []scenario.RelistLoop, got []detect.Finding) {
+	t.Helper()
+	if len(got) != len(want) {
+		for _, f := range got {
+			t.Logf("found: %s (%s %s, %d turns)", f.Title, f.Subjects.User, f.Subjects.Resource, f.Subjects.Iterations)
+		}
+		t.Fatalf("%d relist-loop findings, want %d", len(got), len(want))
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(got, func(f detect.Finding) bool {
+			return f.Subjects.User == w.Client.User && f.Subjects.Resource == w.Resource
+		})
+		if i < 0 {
+			t.Errorf("no relist-loop finding for %s on %s", w.Client.User, w.Resource)
+			continue
+		}
+		f := got[i]
+		if f.Detector != relist.LoopName || f.Subjects.Iterations != w.Turns {
+			t.Errorf("%s on %s: detector %s, %d turns, want %d", w.Client.User, w.Resource, f.Detector, f.Subjects.Iterations, w.Turns)
+		}
+		wantSev := detect.Warning
+		if f.LastSeen.Sub(f.FirstSeen) >= 15*time.Minute {
+			wantSev = detect.Critical
+		}
+		if f.Severity != wantSev || f.Confidence < 0.7 || f.Confidence > 1 {
+			t.Errorf("%s: severity %s confidence %v over %s", f.ID, f.Severity, f.Confidence, f.LastSeen.Sub(f.FirstSeen))
+		}
+		if len(w.Instances) == 1 && f.Subjects.SourceIP != w.Instances[0] || len(w.Instances) > 1 && f.Subjects.SourceIP != "" {
+			t.Errorf("%s: source IP %q, instances %v", f.ID, f.Subjects.SourceIP, w.Instances)
+		}
+		watches := map[string]bool{}
+		relists := 0
+		for _, e := range f.Evidence {
+			switch e.Role {
+			case relist.RoleShortWatch:
+				watches[e.AuditID] = true
+				if e.Verb != "watch" || e.User != w.Client.User || e.Resource != w.Resource {
+					t.Errorf("short-watch evidence %+v", e)
+				}
+			case detect.RoleRelist:
+				relists++
+			default:
+				t.Errorf("evidence role %q", e.Role)
+			}
+		}
+		for _, e := range f.Evidence {
+			if e.Role == detect.RoleRelist && !watches[e.WatchAuditID] {
+				t.Errorf("relist %s follows %q, not a short watch of the evidence", e.AuditID, e.WatchAuditID)
+			}
+		}
+		if relists != w.Turns || len(watches) != w.Turns {
+			t.Errorf("%d relists and %d short watches in the evidence, want %d of each", relists, len(watches), w.Turns)
+		}
+	}
+}
+
+func checkRelistHerds(t *testing.T, want []scenario.RelistHerd, got []detect.Finding) {
+	t.Helper()
+	if len(got) != len(want) {
+		for _, f := range got {
+			t.Logf("found: %s", f.Title)
+		}
+		t.Fatalf("%d relist-herd findings, want %d", len(got), len(want))
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(got, func(f detect.Finding) bool { return f.Subjects.Resource == w.Resource })
+		if i < 0 {
+			t.Errorf("no relist-herd finding for %s", w.Resource)
+			continue
+		}
+		f := got[i]
+		users := map[string]bool{}
+		for _, e := range f.Evidence {
+			if e.Role != detect.RoleRelist || e.Resource != w.Resource {
+				t.Errorf("evidence %+v", e)
+			}
+			users[e.User] = true
+		}
+		if len(users) != w.Clients || len(f.Evidence) != w.Clients {
+			t.Errorf("herd on %s: %d clients in %d evidence items, want %d", w.Resource, len(users), len(f.Evidence), w.Clients)
+		}
+		if !f.FirstSeen.Equal(w.At.Truncate(time.Microsecond)) || f.Severity != detect.Warning || f.Subjects.PartOf != "" {
+			t.Errorf("herd on %s: first seen %s (want %s), severity %s, part of %q", w.Resource, f.FirstSeen, w.At, f.Severity, f.Subjects.PartOf)
+		}
+	}
+}
+
+// TestRelistGolden pins the findings' text: the relist loops and the
+// kubelet herd of the generated scenarios (compressed scale, seed 1), as
+// `scan --format json` prints them.
+func TestRelistGolden(t *testing.T) {
+	st := detecttest.Engine(t)
+	for _, name := range []string{"relist-loop", "relist-herd-kubelets"} {
+		t.Run(name, func(t *testing.T) {
+			sc, _ := scenario.ByName(name)
+			tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
+			cluster := "golden-" + name
+			w := detecttest.Span(detecttest.ImportTrace(t, st, tr, cluster), cluster)
+			var all []detect.Finding
+			for _, d := range []detect.Detector{relist.NewLoop(relist.LoopConfig{}), relist.NewHerd(relist.HerdConfig{})} {
+				all = append(all, detecttest.Evaluate(t, d, st, w)...)
+			}
+			detect.SortFindings(all)
+			var buf bytes.Buffer
+			if err := detect.Render(&buf, "json", all); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", name+".golden.json")
+			if detecttest.Updating() {
+				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
+			}
+		})
+	}
+}
+
+// TestRelistHerdLookBack: twelve kubelets list their Pods at once, each
+// having listed them once before, minutes before the window starts. The
+// earlier lists are in the look-back, so these are relists and a herd;
+// with a look-back that does not reach them they are first reads, and
+// silent; a herd of first reads of different ConfigMaps (a rollout) is
+// silent whatever the look-back.
+func TestRelistHerdLookBack(t *testing.T) {
+	st := detecttest.Engine(t)
+	t0 := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		before   time.Duration // when each kubelet read first, before the window
+		res      string
+		lookBack time.Duration
+		herd     bool
+		// again: each kubelet reads the same ConfigMap (kube-root-ca.crt)
+		// early in the window and again later; gone: its namespace is
+		// deleted (and created again) in between.
+		again, gone bool
+	}{
+		{"earlier read just before the window", 2 * time.Minute, "pods", 0, true, false, false},
+		{"earlier read beyond the look-back", 2 * time.Minute, "pods", time.Minute, false, false, false},
+		{"first reads of different configmaps", 0, "configmaps", 0, false, false, false},
+		// The Node authorizer refuses a kubelet's watch-list of its new
+		// Pod's ConfigMap (403) before its graph knows the Pod, and the
+		// kubelet lists it at once: one first read.
+		{"a refused watch-list and the list after it", 0, "configmaps-refused", 0, false, false, false},
+		// Every Pod mounts its namespace's kube-root-ca.crt: kubelets that
+		// read it again, the namespace kept, relisted it; after the
+		// namespace was deleted and created again under the same name
+		// they read a new object.
+		{"the same configmap read again", 0, "configmaps", 0, true, true, false},
+		{"the same name read in a namespace created again", 0, "configmaps", 0, false, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cluster := "relist-lookback-" + tc.name
+			var rows []store.Row
+			n := 0
+			code := int32(200)
+			add := func(at time.Duration, verb, user, res, ns, name, fields string) {
+				n++
+				defer func() { code = 200 }()
+				ts := t0.Add(at)
+				rows = append(rows, store.Row{Cluster: cluster, AuditID: fmt.Sprintf("%s-%04d", cluster, n), Stage: "ResponseComplete",
+					Level: "Metadata", Verb: verb, RequestURI: "/api/v1/" + res, Time: ts.Add(8 * time.Millisecond), ReceivedAt: ts,
+					User: user, UserAgent: "kubelet/v1.37.2 (linux/amd64) kubernetes/abc1234", SourceIP: "10.0.1.1",
+					Resource: res, APIVersion: "v1", Namespace: ns, Name: name, FieldSelector: fields, Code: code, Watch: verb == "watch"})
+			}
+			// The cluster's steady traffic over the window: node status.
+			for s := time.Duration(0); s < 10*time.Minute; s += 10 * time.Second {
+				add(s, "patch", "system:node:node-0", "nodes", "", "node-0", "")
+			}
+			if tc.gone {
+				add(time.Minute, "delete", "load-driver", "namespaces", "", "shop", "")
+				add(2*time.Minute, "create", "load-driver", "namespaces", "", "", "")
+			}
+			for i := range 12 {
+				user := fmt.Sprintf("system:node:node-%d", i)
+				at := 3*time.Minute + time.Duration(i)*time.Second
+				switch tc.res {
+				case "pods":
+					sel := fmt.Sprintf("spec.nodeName=node-%d", i)
+					add(-tc.before, "list", user, "pods", "", "", sel)
+					add(at, "list", user, "pods", "", "", sel)
+				case "configmaps":
+					if tc.again {
+						add(30*time.Second, "list", user, "configmaps", "shop", "kube-root-ca.crt", "metadata.name=kube-root-ca.crt")
+						add(at, "list", user, "configmaps", "shop", "kube-root-ca.crt", "metadata.name=kube-root-ca.crt")
+						break
+					}
+					// Each kubelet read configmaps before in the window
+					// (another object), then the new pod's own.
+					add(30*time.Second, "list", user, "configmaps", "shop", "old", "metadata.name=old")
+					add(at, "list", user, "configmaps", "shop", fmt.Sprintf("app-%d", i), fmt.Sprintf("metadata.name=app-%d", i))
+				case "configmaps-refused":
+					name := fmt.Sprintf("app-%d", i%3) // three Deployments' ConfigMaps
+					code = 403
+					add(at, "watch", user, "configmaps", "shop", name, "metadata.name="+name)
+					add(at+100*time.Millisecond, "list", user, "configmaps", "shop", name, "metadata.name="+name)
+				}
+			}
+			if err := st.Insert(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+			w := detect.Window{Since: t0, Until: t0.Add(10 * time.Minute), Clusters: []string{cluster}}
+			herds := detecttest.Evaluate(t, relist.NewHerd(relist.HerdConfig{LookBack: tc.lookBack}), st, w)
+			if !tc.herd {
+				for _, f := range herds {
+					t.Errorf("herd %s", f.Title)
+				}
+				return
+			}
+			if len(herds) != 1 || len(herds[0].Evidence) != 12 || herds[0].Subjects.Resource != tc.res {
+				t.Fatalf("%d herds, want one of 12 kubelets on %s: %+v", len(herds), tc.res, herds)
+			}
+		})
+	}
+}
+
+// TestRelistHerdRolloutSeeds: whatever the seed draws (kubelets,
+// Deployments, when and how fast the rollout lands), the rollout's first
+// reads — at least ten kubelets listing ConfigMaps by name within a
+// minute, as the trace is checked to hold — make no herd.
+func TestRelistHerdRolloutSeeds(t *testing.T) {
+	st := detecttest.Engine(t)
+	sc, _ := scenario.ByName("relist-herd-rollout")
+	for seed := int64(1); seed <= 5; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			tr := sc.Generate(scenario.Compressed, scenario.Start, seed)
+			readers := map[string]bool{}
+			var first time.Time
+			for _, ev := range tr.Events {
+				if ev.Verb != "list" || ev.ObjectRef == nil || ev.ObjectRef.Resource != "configmaps" || ev.ObjectRef.Name == "" {
+					continue
+				}
+				at := ev.RequestReceivedTimestamp.Time
+				if first.IsZero() {
+					first = at
+				}
+				if at.Sub(first) <= time.Minute {
+					readers[ev.User.Username] = true
+				}
+			}
+			if len(readers) < 10 {
+				t.Fatalf("%d kubelets read a ConfigMap within a minute of the first, want 10 or more", len(readers))
+			}
+			cluster := fmt.Sprintf("relist-rollout-%d", seed)
+			w := detecttest.Span(detecttest.ImportTrace(t, st, tr, cluster), cluster)
+			for _, f := range detecttest.Evaluate(t, relist.NewHerd(relist.HerdConfig{}), st, w) {
+				t.Errorf("herd %s", f.Title)
+			}
+		})
+	}
+}

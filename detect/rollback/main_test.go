@@ -1,0 +1,15 @@
+package rollback_test
+
+import (
+	"flag"
+	"testing"
+
+	"github.com/auditlens/auditlens/internal/testkit/detecttest"
+)
+
+// update asks the tests to rewrite their golden files in testdata
+// (detecttest.Updating reads it).
+var _ = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// The tests share one embedded engine (detecttest.Engine); Main closes it.
+func TestMain(m *testing.M) { detecttest.Main(m) }
