@@ -100,9 +100,9 @@ var niceSteps = []time.Duration{
 	24 * time.Hour, 2 * 24 * time.Hour, 7 * 24 * time.Hour, 14 * 24 * time.Hour, 28 * 24 * time.Hour,
 }
 
-// histogramStep returns the smallest nice step that cuts span into at most
+// HistogramStep returns the smallest nice step that cuts span into at most
 // n buckets.
-func histogramStep(span time.Duration, n int) time.Duration {
+func HistogramStep(span time.Duration, n int) time.Duration {
 	for _, s := range niceSteps {
 		if span <= s*time.Duration(n) {
 			return s
@@ -152,7 +152,7 @@ func HistogramEvents(ctx context.Context, st Selecter, f Filter, opt HistogramOp
 		return Histogram{}, fmt.Errorf("%w: top %d is not from 1 to 50", ErrBadFilter, opt.Top)
 	}
 
-	step := histogramStep(f.Until.Sub(f.Since), opt.Buckets)
+	step := HistogramStep(f.Until.Sub(f.Since), opt.Buckets)
 	start := f.Since.UTC().Truncate(step)
 	n := int((f.Until.Sub(start) + step - 1) / step)
 	h := Histogram{Since: start, Until: f.Until.UTC(), StepMS: step.Milliseconds(), By: opt.By, Source: SourceEvents}

@@ -26,11 +26,11 @@ func TestHistogramStep(t *testing.T) {
 		{365 * 24 * time.Hour, 10, 28 * 2 * 24 * time.Hour},
 	}
 	for _, tt := range tests {
-		if got := histogramStep(tt.span, tt.n); got != tt.want {
-			t.Errorf("histogramStep(%s, %d) = %s, want %s", tt.span, tt.n, got, tt.want)
+		if got := HistogramStep(tt.span, tt.n); got != tt.want {
+			t.Errorf("HistogramStep(%s, %d) = %s, want %s", tt.span, tt.n, got, tt.want)
 		}
-		if got := histogramStep(tt.span, tt.n); tt.span > got*time.Duration(tt.n) {
-			t.Errorf("histogramStep(%s, %d) = %s gives more than %d buckets", tt.span, tt.n, got, tt.n)
+		if got := HistogramStep(tt.span, tt.n); tt.span > got*time.Duration(tt.n) {
+			t.Errorf("HistogramStep(%s, %d) = %s gives more than %d buckets", tt.span, tt.n, got, tt.n)
 		}
 	}
 }

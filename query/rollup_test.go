@@ -240,7 +240,7 @@ func TestRollupEqualsEvents(t *testing.T) {
 						buckets = append(buckets, 3)
 					}
 					for _, buckets := range buckets {
-						step := histogramStep(f.Until.Sub(f.Since), buckets)
+						step := HistogramStep(f.Until.Sub(f.Since), buckets)
 						wantRollup := win.rollup && fl.rollup && step%rollupSlot == 0
 						check(t, f, HistogramOptions{By: by, Buckets: buckets, Top: 3}, wantRollup)
 					}

@@ -9,6 +9,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/auditlens/auditlens/auth"
+	"github.com/auditlens/auditlens/detect/heartbeatloss"
+	"github.com/auditlens/auditlens/detect/rollback"
 	"github.com/auditlens/auditlens/query"
 )
 
@@ -37,7 +39,7 @@ func (s *server) evidenceRange(c *gin.Context) (since, until time.Time, ok bool)
 
 // heartbeats serves GET /api/v1/heartbeats?cluster=C&node=N (repeated or
 // comma-separated)&others=K&per_node=P&since&until: each node's Lease
-// renewals and status posts (query.NodeHeartbeats).
+// renewals and status posts (heartbeatloss.NodeHeartbeats).
 func (s *server) heartbeats(c *gin.Context) {
 	since, until, ok := s.evidenceRange(c)
 	if !ok {
@@ -48,7 +50,7 @@ func (s *server) heartbeats(c *gin.Context) {
 	if !ok {
 		return
 	}
-	opt := query.HeartbeatOptions{Cluster: cluster, Since: since, Until: until, Nodes: splitParam(v["node"])}
+	opt := heartbeatloss.HeartbeatOptions{Cluster: cluster, Since: since, Until: until, Nodes: splitParam(v["node"])}
 	var err error
 	if opt.Others, err = intParam(v, "others"); err != nil {
 		s.fail(c, http.StatusBadRequest, err)
@@ -60,7 +62,7 @@ func (s *server) heartbeats(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
-	hb, err := query.NodeHeartbeats(ctx, s.cfg.Store, opt)
+	hb, err := heartbeatloss.NodeHeartbeats(ctx, s.cfg.Store, opt)
 	if err != nil {
 		s.failQuery(c, err)
 		return
@@ -72,7 +74,7 @@ func (s *server) heartbeats(c *gin.Context) {
 }
 
 // resourceVersions serves GET /api/v1/resourceversions?cluster=C&buckets=N&since&until:
-// the highest resourceVersion per time bucket (query.ResourceVersionLine).
+// the highest resourceVersion per time bucket (rollback.ResourceVersionLine).
 func (s *server) resourceVersions(c *gin.Context) {
 	since, until, ok := s.evidenceRange(c)
 	if !ok {
@@ -83,7 +85,7 @@ func (s *server) resourceVersions(c *gin.Context) {
 	if !ok {
 		return
 	}
-	opt := query.RVLineOptions{Cluster: cluster, Since: since, Until: until}
+	opt := rollback.RVLineOptions{Cluster: cluster, Since: since, Until: until}
 	var err error
 	if opt.Buckets, err = intParam(v, "buckets"); err != nil {
 		s.fail(c, http.StatusBadRequest, err)
@@ -91,7 +93,7 @@ func (s *server) resourceVersions(c *gin.Context) {
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.QueryTimeout)
 	defer cancel()
-	l, err := query.ResourceVersionLine(ctx, s.cfg.Store, opt)
+	l, err := rollback.ResourceVersionLine(ctx, s.cfg.Store, opt)
 	if err != nil {
 		s.failQuery(c, err)
 		return

@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/auditlens/auditlens/detect/heartbeatloss"
+	"github.com/auditlens/auditlens/detect/rollback"
 	"github.com/auditlens/auditlens/internal/testkit/storetest"
-	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -121,11 +122,11 @@ func TestEvidenceAPI(t *testing.T) {
 		for k, v := range window {
 			q[k] = v
 		}
-		var hb query.Heartbeats
+		var hb heartbeatloss.Heartbeats
 		if code, body := get("/api/v1/heartbeats?"+q.Encode(), &hb); code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}
-		got := map[string]query.NodeBeats{}
+		got := map[string]heartbeatloss.NodeBeats{}
 		var order []string
 		for _, n := range hb.Nodes {
 			got[n.Node] = n
@@ -173,7 +174,7 @@ func TestEvidenceAPI(t *testing.T) {
 
 	t.Run("resourceversions", func(t *testing.T) {
 		q := url.Values{"cluster": {"rb"}, "buckets": {"12"}, "since": {t0.Format(time.RFC3339)}, "until": {t0.Add(2 * time.Minute).Format(time.RFC3339)}}
-		var l query.RVLine
+		var l rollback.RVLine
 		if code, body := get("/api/v1/resourceversions?"+q.Encode(), &l); code != 200 {
 			t.Fatalf("%d %s", code, body)
 		}

@@ -25,6 +25,6 @@
 // Conflict (the kubelet reached the apiserver with a stale
 // resourceVersion and retries at once), or no response stage stored.
 // 401, 403, 429 and 5xx answers are none: the Lease was not renewed. The
-// heartbeats a finding page draws (query.NodeHeartbeats) are exactly
+// heartbeats a finding page draws ([NodeHeartbeats]) are exactly
 // these; internal/heartbeat holds the SQL both read them with.
 package heartbeatloss

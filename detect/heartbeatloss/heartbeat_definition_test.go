@@ -11,12 +11,11 @@ import (
 	"github.com/auditlens/auditlens/detect/heartbeatloss"
 	"github.com/auditlens/auditlens/internal/testkit/detecttest"
 
-	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/store"
 )
 
 // TestHeartbeatDefinition holds the heartbeat-loss detector and the
-// heartbeats the finding page draws (query.NodeHeartbeats) to one meaning of
+// heartbeats the finding page draws (heartbeatloss.NodeHeartbeats) to one meaning of
 // "heartbeat" (internal/heartbeat), on the real engine: one request of each
 // kind, each in its own cluster, is counted by the detector exactly when the
 // query draws it, at the same time, and the detector's evidence finds its
@@ -119,8 +118,8 @@ func TestHeartbeatDefinition(t *testing.T) {
 					t.Errorf("the detector's evidence of %s's heartbeat at %d reads stages %q", n.Node, n.FirstT, got)
 				}
 			}
-			hb, err := query.NodeHeartbeats(ctx, st, query.HeartbeatOptions{Cluster: cluster, Since: w.Since, Until: w.Until,
-				Others: query.MaxHeartbeatOthers})
+			hb, err := heartbeatloss.NodeHeartbeats(ctx, st, heartbeatloss.HeartbeatOptions{Cluster: cluster, Since: w.Since, Until: w.Until,
+				Others: heartbeatloss.MaxHeartbeatOthers})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,6 @@
 // Package heartbeat says once what a node heartbeat is in stored audit
 // events, for the heartbeat-loss detector (package detect) and the
-// heartbeats the finding page draws (query.NodeHeartbeats), so that the
+// heartbeats the finding page draws (heartbeatloss.NodeHeartbeats), so that the
 // evidence shows exactly the heartbeats the detector counted.
 //
 // A heartbeat is a kubelet proving to the control plane that its node is

@@ -1,4 +1,4 @@
-package query
+package heartbeatloss
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/auditlens/auditlens/query"
 
 	"github.com/auditlens/auditlens/internal/heartbeat"
 	"github.com/auditlens/auditlens/store"
@@ -89,23 +91,23 @@ WHERE cluster = {cluster:String}
 // opt.Others more nodes, in [opt.Since, opt.Until) of one cluster: one
 // per request (its request time, its response code), failed requests
 // left out as the detector leaves them out.
-func NodeHeartbeats(ctx context.Context, st Selecter, opt HeartbeatOptions) (Heartbeats, error) {
+func NodeHeartbeats(ctx context.Context, st store.Scanner, opt HeartbeatOptions) (Heartbeats, error) {
 	hb := Heartbeats{Cluster: opt.Cluster, Since: opt.Since.UTC(), Until: opt.Until.UTC(), Nodes: []NodeBeats{}}
 	switch {
 	case opt.Cluster == "":
-		return hb, fmt.Errorf("%w: heartbeats are per cluster: name one", ErrBadFilter)
+		return hb, fmt.Errorf("%w: heartbeats are per cluster: name one", query.ErrBadFilter)
 	case opt.Since.IsZero() || opt.Until.IsZero() || !opt.Since.Before(opt.Until):
-		return hb, fmt.Errorf("%w: heartbeats need since before until", ErrBadFilter)
+		return hb, fmt.Errorf("%w: heartbeats need since before until", query.ErrBadFilter)
 	case opt.Until.Sub(opt.Since) > MaxHeartbeatSpan:
-		return hb, fmt.Errorf("%w: heartbeats of %s asked for, at most %s", ErrBadFilter, opt.Until.Sub(opt.Since), MaxHeartbeatSpan)
+		return hb, fmt.Errorf("%w: heartbeats of %s asked for, at most %s", query.ErrBadFilter, opt.Until.Sub(opt.Since), MaxHeartbeatSpan)
 	case len(opt.Nodes) > MaxHeartbeatNodes:
-		return hb, fmt.Errorf("%w: %d nodes asked for, at most %d", ErrBadFilter, len(opt.Nodes), MaxHeartbeatNodes)
+		return hb, fmt.Errorf("%w: %d nodes asked for, at most %d", query.ErrBadFilter, len(opt.Nodes), MaxHeartbeatNodes)
 	case opt.Others < 0 || opt.Others > MaxHeartbeatOthers:
-		return hb, fmt.Errorf("%w: others %d is not from 0 to %d", ErrBadFilter, opt.Others, MaxHeartbeatOthers)
+		return hb, fmt.Errorf("%w: others %d is not from 0 to %d", query.ErrBadFilter, opt.Others, MaxHeartbeatOthers)
 	case opt.PerNode == 0:
 		opt.PerNode = DefaultBeatsPerNode
 	case opt.PerNode < 1 || opt.PerNode > MaxBeatsPerNode:
-		return hb, fmt.Errorf("%w: per_node %d is not from 1 to %d", ErrBadFilter, opt.PerNode, MaxBeatsPerNode)
+		return hb, fmt.Errorf("%w: per_node %d is not from 1 to %d", query.ErrBadFilter, opt.PerNode, MaxBeatsPerNode)
 	}
 	nodes := []string{}
 	for _, n := range opt.Nodes {

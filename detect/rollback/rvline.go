@@ -1,10 +1,12 @@
-package query
+package rollback
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/auditlens/auditlens/query"
 
 	"github.com/auditlens/auditlens/store"
 )
@@ -69,21 +71,21 @@ ORDER BY b`
 // ResourceVersionLine returns the highest resourceVersion per time bucket
 // of one cluster in [opt.Since, opt.Until). RVs of different clusters are
 // different counters: the line is per cluster.
-func ResourceVersionLine(ctx context.Context, st Selecter, opt RVLineOptions) (RVLine, error) {
+func ResourceVersionLine(ctx context.Context, st store.Scanner, opt RVLineOptions) (RVLine, error) {
 	l := RVLine{Cluster: opt.Cluster, Buckets: []RVBucket{}}
 	switch {
 	case opt.Cluster == "":
-		return l, fmt.Errorf("%w: resourceVersions are per cluster: name one", ErrBadFilter)
+		return l, fmt.Errorf("%w: resourceVersions are per cluster: name one", query.ErrBadFilter)
 	case opt.Since.IsZero() || opt.Until.IsZero() || !opt.Since.Before(opt.Until):
-		return l, fmt.Errorf("%w: the resourceVersion line needs since before until", ErrBadFilter)
+		return l, fmt.Errorf("%w: the resourceVersion line needs since before until", query.ErrBadFilter)
 	case opt.Until.Sub(opt.Since) > MaxRVLineSpan:
-		return l, fmt.Errorf("%w: a resourceVersion line over %s asked for, at most %s", ErrBadFilter, opt.Until.Sub(opt.Since), MaxRVLineSpan)
+		return l, fmt.Errorf("%w: a resourceVersion line over %s asked for, at most %s", query.ErrBadFilter, opt.Until.Sub(opt.Since), MaxRVLineSpan)
 	case opt.Buckets == 0:
 		opt.Buckets = 120
 	case opt.Buckets < 1 || opt.Buckets > 1000:
-		return l, fmt.Errorf("%w: buckets %d is not from 1 to 1000", ErrBadFilter, opt.Buckets)
+		return l, fmt.Errorf("%w: buckets %d is not from 1 to 1000", query.ErrBadFilter, opt.Buckets)
 	}
-	step := histogramStep(opt.Until.Sub(opt.Since), opt.Buckets)
+	step := query.HistogramStep(opt.Until.Sub(opt.Since), opt.Buckets)
 	start := opt.Since.UTC().Truncate(step)
 	l.Since, l.Until, l.StepMS = start, opt.Until.UTC(), step.Milliseconds()
 	p := store.Params{
