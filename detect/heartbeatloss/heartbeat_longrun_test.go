@@ -101,7 +101,7 @@ func TestHeartbeatLossSlidingWindows(t *testing.T) {
 	}
 	f := all[0]
 	t.Logf("%s %s … %s: %s", f.Severity, f.FirstSeen, f.LastSeen, f.Title)
-	checkHeartbeat(t, tr.Want.HeartbeatWaves, all)
+	detecttest.CheckHeartbeat(t, tr.Want.HeartbeatWaves, all)
 	if !f.LastSeen.Equal(lastBack.Truncate(time.Microsecond)) {
 		t.Errorf("last_seen %s, the last node came back at %s", f.LastSeen, lastBack)
 	}

@@ -67,10 +67,10 @@ func TestRelistSlidingWindows(t *testing.T) {
 					got = append(got, f)
 				}
 				if len(tr.Want.RelistLoops) > 0 {
-					checkRelistLoops(t, tr.Want.RelistLoops, got)
+					detecttest.CheckRelistLoops(t, tr.Want.RelistLoops, got)
 				}
 				if len(tr.Want.RelistHerds) > 0 {
-					checkRelistHerds(t, tr.Want.RelistHerds, got)
+					detecttest.CheckRelistHerds(t, tr.Want.RelistHerds, got)
 				}
 			})
 		}

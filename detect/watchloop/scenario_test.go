@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,209 +21,6 @@ import (
 	"github.com/auditlens/auditlens/ingest"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 )
-
-// TestScenarios imports every scenario at both time scales and holds the
-// two detectors, with their default parameters, to what it contains.
-func TestScenarios(t *testing.T) {
-	t.Parallel()
-	st := detecttest.Engine(t)
-	for _, sc := range scenario.All() {
-		tc, ok := detecttest.ScenarioCases[sc.Name]
-		if !ok {
-			t.Errorf("scenario %s has no expectations in scenarioCases", sc.Name)
-			continue
-		}
-		for _, scale := range scenario.Scales {
-			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
-				tr, w := detecttest.ImportScenario(t, st, sc, scale)
-				if len(tr.Want.Loops) != tc.Loops || tc.Regressions >= 0 && len(tr.Want.Regressions) != tc.Regressions {
-					t.Fatalf("the generator put %d loops and %d regressions in %s, the case expects %d and %d",
-						len(tr.Want.Loops), len(tr.Want.Regressions), tr, tc.Loops, tc.Regressions)
-				}
-				loops := detecttest.Evaluate(t, watchloop.New(watchloop.Config{}), st, w)
-				regs := detecttest.Evaluate(t, watchloop.NewRegression(watchloop.RegressionConfig{}), st, w)
-				checkLoops(t, tr.Want.Loops, loops)
-				checkRegressions(t, tr.Want.Regressions, regs)
-				if tc.Loops == 1 && len(loops) == 1 {
-					f := loops[0]
-					if f.Subjects.User != tc.LoopUser || f.Subjects.ResourceVersion != tc.LoopRV || f.Subjects.Resource != "services" {
-						t.Errorf("loop of %s on %s from %s, want %s on services from %s", f.Subjects.User, f.Subjects.Resource,
-							f.Subjects.ResourceVersion, tc.LoopUser, tc.LoopRV)
-					}
-					if got := detecttest.ObjectNames(f); tc.LoopObjects != nil && !slices.Equal(got, tc.LoopObjects) {
-						t.Errorf("objects %v, want %v", got, tc.LoopObjects)
-					}
-					if f.Subjects.Iterations < 4 {
-						t.Errorf("%d iterations: the scenario loops at least 4 times", f.Subjects.Iterations)
-					}
-				}
-				if tc.RegressionUser != "" && len(regs) == 1 && regs[0].Subjects.User != tc.RegressionUser {
-					t.Errorf("regression of %s, want %s", regs[0].Subjects.User, tc.RegressionUser)
-				}
-			})
-		}
-	}
-}
-
-// checkLoops holds watch-loop findings to the generator's truth: the
-// client, the static resourceVersion, every churned object, the number of
-// iterations, and each churn event linked to the restart it followed.
-func checkLoops(t *testing.T, want []scenario.Loop, got []detect.Finding) {
-	t.Helper()
-	if len(got) != len(want) {
-		for _, f := range got {
-			t.Logf("found: %s (%s %s %s)", f.Title, f.Subjects.User, f.Subjects.SourceIP, f.Subjects.ResourceVersion)
-		}
-		t.Fatalf("%d watch-loop findings, want %d", len(got), len(want))
-	}
-	for _, w := range want {
-		i := slices.IndexFunc(got, func(f detect.Finding) bool {
-			s := f.Subjects
-			return s.User == w.Client.User && s.UserAgent == w.Client.UserAgent && s.SourceIP == w.Client.SourceIP &&
-				s.Resource == w.Resource && s.ResourceVersion == w.ResourceVersion
-		})
-		if i < 0 {
-			t.Errorf("no finding for %s (%s) on %s from %s", w.Client.User, w.Client.SourceIP, w.Resource, w.ResourceVersion)
-			continue
-		}
-		f := got[i]
-		if f.Detector != watchloop.Name || f.Severity != detect.Critical || f.Confidence < 0.7 || f.Confidence > 1 {
-			t.Errorf("detector %s severity %s confidence %v", f.Detector, f.Severity, f.Confidence)
-		}
-		if names := detecttest.ObjectNames(f); !slices.Equal(names, w.Objects) {
-			t.Errorf("objects %v, want %v", names, w.Objects)
-		}
-		for _, o := range f.Objects {
-			if o.Resource != "endpoints" {
-				t.Errorf("object %v is not Endpoints", o)
-			}
-		}
-		if f.Subjects.Iterations != w.Iterations {
-			t.Errorf("%d iterations, want %d", f.Subjects.Iterations, w.Iterations)
-		}
-		staleRVs := w.StaleRVs
-		if len(staleRVs) == 0 {
-			staleRVs = []string{w.ResourceVersion}
-		}
-		var listed []string
-		for _, r := range f.Subjects.StaleRVs {
-			listed = append(listed, r.RV)
-		}
-		if !slices.Equal(listed, staleRVs) {
-			t.Errorf("stale resourceVersions %v, want %v", listed, staleRVs)
-		}
-		static := map[string]bool{}
-		var advanced []detect.Evidence
-		linked := 0
-		for _, e := range f.Evidence {
-			switch e.Role {
-			case watchloop.RoleStaticWatch:
-				static[e.AuditID] = true
-				if e.Verb != "watch" || !slices.Contains(staleRVs, e.ResourceVersion) || e.User != w.Client.User {
-					t.Errorf("static watch evidence %+v, want a watch from one of %v", e, staleRVs)
-				}
-			case watchloop.RoleRVAdvanced:
-				advanced = append(advanced, e)
-			}
-		}
-		for _, e := range f.Evidence {
-			if e.Role != "endpoints-delete" && e.Role != "endpoints-create" {
-				continue
-			}
-			linked++
-			if wantWatch, ok := w.ChurnAfter[e.AuditID]; !ok {
-				t.Errorf("churn evidence %s %s/%s (%s) is not churn of the loop", e.Verb, e.Namespace, e.Name, e.AuditID)
-			} else if e.WatchAuditID != wantWatch || !static[e.WatchAuditID] {
-				t.Errorf("churn %s %s/%s follows watch %q, want %q (a static-watch in the evidence)", e.Verb, e.Namespace, e.Name, e.WatchAuditID, wantWatch)
-			}
-			if (e.Role == "endpoints-delete") != (e.Verb == "delete") || e.Code < 200 || e.Code > 299 {
-				t.Errorf("churn evidence %+v", e)
-			}
-		}
-		if linked != len(w.ChurnAfter) {
-			t.Errorf("%d churn events in the evidence, want %d", linked, len(w.ChurnAfter))
-		}
-		if len(advanced) == 0 {
-			t.Errorf("no evidence that %s advanced past %s", w.Resource, w.ResourceVersion)
-		}
-		for _, e := range advanced {
-			for _, rv := range staleRVs {
-				if c, _ := strconv.ParseUint(e.ResourceVersion, 10, 64); c <= mustUint(t, rv) {
-					t.Errorf("rv-advanced evidence at %s, not past %s", e.ResourceVersion, rv)
-				}
-			}
-		}
-		if f.FirstSeen.After(f.LastSeen) {
-			t.Errorf("first seen %s after last seen %s", f.FirstSeen, f.LastSeen)
-		}
-		for _, s := range append(append([]string{"58547"}, staleRVs...), w.Objects...) {
-			if !strings.Contains(f.Summary+f.Remediation, s) {
-				t.Errorf("summary and remediation do not mention %q", s)
-			}
-		}
-	}
-}
-
-func mustUint(t *testing.T, s string) uint64 {
-	t.Helper()
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// checkRegressions holds watch-rv-regression findings to the truth.
-func checkRegressions(t *testing.T, want []scenario.Regression, got []detect.Finding) {
-	t.Helper()
-	key := func(user, agent, ip, res, ns, rv string) string {
-		return strings.Join([]string{user, agent, ip, res, ns, rv}, "|")
-	}
-	wantBy := map[string]scenario.Regression{}
-	for _, w := range want {
-		wantBy[key(w.Client.User, w.Client.UserAgent, w.Client.SourceIP, w.Resource, w.Namespace, w.ResourceVersion)] = w
-	}
-	seen := map[string]bool{}
-	for _, f := range got {
-		s := f.Subjects
-		k := key(s.User, s.UserAgent, s.SourceIP, s.Resource, s.Namespace, s.ResourceVersion)
-		w, ok := wantBy[k]
-		if !ok {
-			t.Errorf("unexpected regression finding: %s (%s)", f.Title, s.SourceIP)
-			continue
-		}
-		seen[k] = true
-		if s.PreviousResourceVersion != w.Previous {
-			t.Errorf("%s: previous resourceVersion %s, want %s", f.Title, s.PreviousResourceVersion, w.Previous)
-		}
-		if f.Detector != watchloop.RegressionName || f.Severity != detect.Warning {
-			t.Errorf("%s: detector %s severity %s", f.Title, f.Detector, f.Severity)
-		}
-		regressed, before := 0, 0
-		for _, e := range f.Evidence {
-			switch e.Role {
-			case watchloop.RoleRegressedWatch:
-				regressed++
-				if e.ResourceVersion != s.ResourceVersion {
-					t.Errorf("regressed watch evidence from %s", e.ResourceVersion)
-				}
-			case watchloop.RoleHighWatch:
-				before++
-				if e.ResourceVersion != w.Previous || e.Verb != "watch" {
-					t.Errorf("watch-before evidence %+v, want a watch from %s", e, w.Previous)
-				}
-			}
-		}
-		if before != 1 || regressed != s.WatchRestarts || regressed == 0 {
-			t.Errorf("%s: %d watch-before and %d regressed watches (watch_restarts %d)", f.Title, before, regressed, s.WatchRestarts)
-		}
-	}
-	for k := range wantBy {
-		if !seen[k] {
-			t.Errorf("no regression finding for %s", k)
-		}
-	}
-}
 
 // TestWatchLoopConditionsDecide shows that each silent scenario is silent
 // for the reason it was written for: lifting that one condition makes the
@@ -374,8 +170,8 @@ func TestScenariosByAPIServer(t *testing.T) {
 			w := detect.Window{Since: first, Until: last.Add(time.Microsecond), Clusters: []string{cluster}}
 			loops := detecttest.Evaluate(t, watchloop.New(watchloop.Config{}), st, w)
 			regs := detecttest.Evaluate(t, watchloop.NewRegression(watchloop.RegressionConfig{}), st, w)
-			checkLoops(t, tr.Want.Loops, loops)
-			checkRegressions(t, tr.Want.Regressions, regs)
+			detecttest.CheckLoops(t, tr.Want.Loops, loops)
+			detecttest.CheckRegressions(t, tr.Want.Regressions, regs)
 			if len(loops) == 1 {
 				if got := detecttest.ObjectNames(loops[0]); !slices.Equal(got, tc.LoopObjects) {
 					t.Errorf("objects %v, want %v", got, tc.LoopObjects)

@@ -40,8 +40,8 @@ func TestWatchLoopDrift(t *testing.T) {
 			truth := tr.Want.Loops[0]
 			cluster := fmt.Sprintf("drift-%s-%d", r.scale.Name, r.seed)
 			w := detecttest.Span(detecttest.ImportTrace(t, st, tr, cluster), cluster)
-			checkLoops(t, tr.Want.Loops, detecttest.Evaluate(t, watchloop.New(watchloop.Config{}), st, w))
-			checkRegressions(t, tr.Want.Regressions, detecttest.Evaluate(t, watchloop.NewRegression(watchloop.RegressionConfig{}), st, w))
+			detecttest.CheckLoops(t, tr.Want.Loops, detecttest.Evaluate(t, watchloop.New(watchloop.Config{}), st, w))
+			detecttest.CheckRegressions(t, tr.Want.Regressions, detecttest.Evaluate(t, watchloop.NewRegression(watchloop.RegressionConfig{}), st, w))
 
 			// Sliding windows of eight restart periods every period,
 			// with memory: one finding, all the stale resourceVersions
