@@ -43,7 +43,7 @@ func benchHandler(b *testing.B, h http.Handler, path string, body []byte, events
 // 400 events as one EventList through the webhook's handler.
 func BenchmarkWebhookHandler(b *testing.B) {
 	body := []byte(`{"kind":"EventList","apiVersion":"audit.k8s.io/v1","items":[` + strings.Join(benchLines(b), ",") + `]}`)
-	benchHandler(b, NewWebhook(nopAppender{}, WebhookConfig{}), "/audit/bench", body, 400)
+	benchHandler(b, NewWebhook(nopAppender{}, WebhookConfig{}), "/audit/bench", body, 400, "Content-Type", "application/json")
 }
 
 // BenchmarkOTLPLogs: the same 400 events as the string bodies of one
