@@ -76,6 +76,9 @@ type Config struct {
 const (
 	DefaultQueryTimeout    = 60 * time.Second
 	DefaultMaxConcurrentJQ = 4
+	// DefaultMaxJQOutputs is serve's bound on one API query's jq outputs
+	// (QueryLimits.MaxOutputs), lower than a trusted caller's.
+	DefaultMaxJQOutputs = 100_000
 )
 
 // NewRouter returns the HTTP handler for serve.

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -19,12 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/auditlens/auditlens/auth"
 	"github.com/auditlens/auditlens/detect"
 	"github.com/auditlens/auditlens/ingest"
 	"github.com/auditlens/auditlens/internal/bounded"
 	"github.com/auditlens/auditlens/internal/health"
-	"github.com/auditlens/auditlens/query"
 	"github.com/auditlens/auditlens/report"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/web"
@@ -36,45 +34,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sf            storeFlags
 		dataDir       = fs.String("data", "./data", "directory for the spool and, with the default store, the embedded database")
 		listen        = fs.String("listen", "127.0.0.1:8080", "address for the webhook, API and metrics")
-		tlsCert       = fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM)")
-		tlsKey        = fs.String("tls-key", "", "private key for --tls-cert (PEM)")
-		clientCA      = fs.String("client-ca", "", "require client certificates signed by this CA (PEM) on every request")
 		defCluster    = fs.String("default-cluster", "default", "cluster name for events posted to /audit without one")
-		queryTimeout  = fs.Duration("query-timeout", web.DefaultQueryTimeout, "longest an API query may run")
-		jqTimeout     = fs.Duration("jq-timeout", query.DefaultTimeout, "longest a jq program may run per query")
-		jqMaxOut      = fs.Int("jq-max-outputs", 100000, "most jq outputs per query")
-		jqConcurrent  = fs.Int("jq-max-concurrent", web.DefaultMaxConcurrentJQ, "most jq queries running at once (each in its own worker process)")
-		batchRows     = fs.Int("batch-rows", ingest.DefaultBatchRows, "largest insert into the store")
-		batchWait     = fs.Duration("batch-wait", ingest.DefaultBatchWait, "longest the writer waits to fill an insert")
-		drain         = fs.Duration("drain-timeout", 30*time.Second, "at shutdown, how long to keep storing spooled events (the rest is replayed at the next start)")
 		logLevel      = logLevelFlag(fs, "info")
 		configFile    = fs.String("config", "", "configuration file (YAML): scheduled reports and their outputs, alert routes, detector parameters (see docs/configuration.md)")
-		webhookTokens multiFlag
-		apiTokens     multiFlag
-		apiTokenFile  = fs.String("api-token-file", "", "file of read tokens, one per line as --api-token takes them (TOKEN or TOKEN=CLUSTER,...; # comments): a mounted Secret, not visible in ps")
-		kubeAuthKC    = fs.String("kube-auth-kubeconfig", "", "check other bearer tokens with the Kubernetes apiserver of this kubeconfig (TokenReview, then SubjectAccessReview of get clusters.auditlens.io per cluster; docs/access.md)")
-		kubeAuthPod   = fs.Bool("kube-auth-in-cluster", false, "as --kube-auth-kubeconfig, with the pod's own service account and apiserver")
-		kubeAuthTTL   = fs.Duration("kube-auth-cache-ttl", auth.DefaultKubeCacheTTL, "how long a token's reviews are reused: a removed RoleBinding takes effect within this")
-		proxyUserHdr  = fs.String("auth-proxy-user-header", "X-Forwarded-User", "with --auth-proxy-from: the header naming the proxy's authenticated user")
-		proxyGroupHdr = fs.String("auth-proxy-groups-header", "X-Forwarded-Groups", "with --auth-proxy-from: the header listing the user's groups (comma-separated, or repeated)")
-		proxyFrom     multiFlag
-		proxyGroups   multiFlag
 		storeGrace    = fs.Duration("ready-store-grace", 2*time.Minute, "/readyz fails once the store has failed this long (the spool keeps accepting meanwhile); it fails at once while the spool refuses writes")
 		openReads     = fs.Bool(insecureReadsFlag, false, "serve the read API and UI WITHOUT authentication on a non-loopback --listen address: anyone who reaches it reads every audit event (who did what, from where)")
+		webhookTokens multiFlag
+		tf            tlsFlags
+		rd            readFlags
+		qf            queryFlags
+		wf            writerFlags
+		df            detectFlags
+		rf            redactFlags
+		of            oidcFlags
 	)
 	sf.register(fs, "")
 	limits := bounded.Defaults()
 	limits.RegisterFlags(fs)
-	var df detectFlags
-	df.register(fs)
-	var rf redactFlags
-	rf.register(fs)
-	var of oidcFlags
-	of.register(fs)
+	for _, g := range []interface{ register(*flag.FlagSet) }{&tf, &rd, &qf, &wf, &df, &rf, &of} {
+		g.register(fs)
+	}
 	fs.Var(&webhookTokens, "webhook-token", "TOKEN=CLUSTER or TOKEN=CLUSTER/APISERVER: accept webhook and OTLP posts bearing this token as that cluster (and apiserver of it) (repeatable; when set, a token is required)")
-	fs.Var(&proxyFrom, "auth-proxy-from", "CIDR: trust an authenticating proxy's user and groups headers on connections from these addresses only, e.g. 127.0.0.1/32 for a sidecar (repeatable)")
-	fs.Var(&proxyGroups, "auth-proxy-group", "GROUP=CLUSTER[,CLUSTER...] or GROUP=*: what the proxy's users in GROUP may read (repeatable)")
-	fs.Var(&apiTokens, "api-token", "TOKEN or TOKEN=CLUSTER[,CLUSTER...]: a bearer token the read API and UI accept, for every cluster or only these (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -90,45 +70,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	reports, alerts := cfg.Reports, cfg.Alerts
-	if (*tlsCert == "") != (*tlsKey == "") {
-		return fmt.Errorf("%w: --tls-cert and --tls-key go together", errUsage)
+	if err := tf.validate(); err != nil {
+		return err
 	}
-	if *apiTokenFile != "" {
-		toks, err := readTokenFile(*apiTokenFile)
-		if err != nil {
-			return err
-		}
-		apiTokens = append(apiTokens, toks...)
-	}
-	readTokens := make([]auth.APIToken, 0, len(apiTokens))
-	for _, t := range apiTokens {
-		rt, err := auth.ParseAPIToken(t, ingest.ValidName)
-		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
-		}
-		readTokens = append(readTokens, rt)
-	}
-	proxy, err := authProxy(proxyFrom, proxyGroups, *proxyUserHdr, *proxyGroupHdr)
+	readTokens, err := rd.tokens()
 	if err != nil {
 		return err
 	}
-	if *kubeAuthKC != "" && *kubeAuthPod {
-		return fmt.Errorf("%w: --kube-auth-kubeconfig and --kube-auth-in-cluster exclude each other", errUsage)
+	proxy, err := rd.proxy()
+	if err != nil {
+		return err
 	}
-	kubeAuth := *kubeAuthKC != "" || *kubeAuthPod
+	kubeAuth, err := rd.kubeAuth()
+	if err != nil {
+		return err
+	}
 	oidcCfg, secureCookies, err := of.config()
 	if err != nil {
 		return err
 	}
-	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth || proxy != nil || oidcCfg != nil, *clientCA != "", *openReads); err != nil {
+	if err := checkReadAccess(*listen, len(readTokens) > 0 || kubeAuth || proxy != nil || oidcCfg != nil, tf.clientCA != "", *openReads); err != nil {
 		return err
 	}
 	if *openReads && !loopbackAddr(*listen) {
 		log.Warn("the read API and UI answer WITHOUT authentication on a non-loopback address: anyone who reaches "+*listen+
 			" reads every audit event", "flag", "--"+insecureReadsFlag)
-	}
-	if *clientCA != "" && *tlsCert == "" {
-		return fmt.Errorf("%w: --client-ca needs --tls-cert and --tls-key", errUsage)
 	}
 	redactor, err := rf.redactor()
 	if err != nil {
@@ -146,26 +112,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		tokens[tok] = src
 	}
-	var tlsCfg *tls.Config
-	if *tlsCert != "" {
-		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
-		cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-		if err != nil {
-			return fmt.Errorf("loading TLS certificate: %w", err)
-		}
-		tlsCfg.Certificates = []tls.Certificate{cert}
-		if *clientCA != "" {
-			pem, err := os.ReadFile(*clientCA)
-			if err != nil {
-				return fmt.Errorf("reading --client-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--client-ca %s holds no PEM certificate", *clientCA)
-			}
-			tlsCfg.ClientCAs = pool
-			tlsCfg.ClientAuth = tls.RequireAndVerifyClientCert
-		}
+	tlsCfg, err := tf.config()
+	if err != nil {
+		return err
 	}
 	if sf.url == "" {
 		abs, err := filepath.Abs(filepath.Join(*dataDir, "clickhouse"))
@@ -180,7 +129,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer st.Close()
-	reviewer, err := newKubeReviewer(*kubeAuthKC, *kubeAuthPod, *kubeAuthTTL, st)
+	reviewer, err := rd.reviewer(st)
 	if err != nil {
 		return err
 	}
@@ -221,15 +170,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if s := sp.Stats(); s.PendingRecords > 0 {
 		log.Info("replaying spooled batches not yet stored", "batches", s.PendingRecords)
 	}
-	writer := ingest.NewWriter(st, ingest.WriterConfig{MaxRows: *batchRows, MaxWait: *batchWait, Logger: log, Metrics: metrics})
+	writer := ingest.NewWriter(st, ingest.WriterConfig{MaxRows: wf.rows, MaxWait: wf.wait, Logger: log, Metrics: metrics})
 	wctx, stopWriter := context.WithCancel(context.Background())
 	writerDone := make(chan error, 1)
-	go func() { writerDone <- writer.RunSpool(wctx, sp, *drain) }()
+	go func() { writerDone <- writer.RunSpool(wctx, sp, wf.drain) }()
 
-	scheme := "http"
-	if *tlsCert != "" {
-		scheme = "https"
-	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		stopWriter()
@@ -237,8 +182,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		sp.Close()
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	base := fmt.Sprintf("%s://%s", scheme, ln.Addr())
-	kubeconfig := webhookKubeconfig(base+"/audit/my-cluster", *clientCA != "", len(tokens) > 0)
+	base := fmt.Sprintf("%s://%s", tf.scheme(), ln.Addr())
+	kubeconfig := webhookKubeconfig(base+"/audit/my-cluster", tf.clientCA != "", len(tokens) > 0)
 	kcPath := filepath.Join(*dataDir, "webhook-kubeconfig.yaml")
 	if err := os.WriteFile(kcPath, []byte(kubeconfig), 0o644); err != nil {
 		log.Warn("writing the example webhook kubeconfig", "err", err)
@@ -269,9 +214,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Findings:        detect.NewRepository(st, nil),
 		Reports:         report.NewRepository(st),
 		Gatherer:        reg,
-		QueryLimits:     query.Limits{Timeout: *jqTimeout, MaxOutputs: *jqMaxOut, Worker: &query.ProcessRunner{Args: jqWorkerArgs}},
-		QueryTimeout:    *queryTimeout,
-		MaxConcurrentJQ: *jqConcurrent,
+		QueryLimits:     qf.limits(),
+		QueryTimeout:    qf.timeout,
+		MaxConcurrentJQ: qf.jqConcurrent,
 		APITokens:       readTokens,
 		Reviewer:        reviewer,
 		Proxy:           proxy,
