@@ -93,7 +93,7 @@ func runPolicyCheck(_ context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 // needer is a detector that declares what it must see in the audit log
-// (detect/<name>_needs.go).
+// (the needs.go files of its package under detect/).
 type needer interface {
 	Name() string
 	Needs() []policy.Need

@@ -93,13 +93,13 @@ func TestPolicyCheckJSON(t *testing.T) {
 	}
 }
 
-// Every detector says what it must see (detect/<name>_needs.go), and our
+// Every detector says what it must see (the needs.go files of its package under detect/), and our
 // own policy lets every one see all of it.
 func TestPolicyEveryDetectorHasNeeds(t *testing.T) {
 	for _, d := range detectors.Default() {
 		n, ok := d.(needer)
 		if !ok || len(n.Needs()) == 0 {
-			t.Errorf("detector %s declares no needs: add a Needs method in detect/<name>_needs.go", d.Name())
+			t.Errorf("detector %s declares no needs: add a Needs method in its package's needs.go under detect/", d.Name())
 			continue
 		}
 		ids := map[string]bool{}

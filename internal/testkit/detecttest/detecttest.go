@@ -264,7 +264,7 @@ type ScenarioCase struct {
 	// --bump-revision (rv-rollback's critical and info findings).
 	Rollbacks, Restores int
 	// RelistLoops and RelistHerds count the relist-loop and relist-herd
-	// findings (relist_test.go holds the detectors to them); HerdsLinked:
+	// findings (detect/detectors/scenarios_test.go holds the detectors to them); HerdsLinked:
 	// the scenario's relist herds are the aftermath of its heartbeat loss
 	// or etcd restore, so every further herd must be information naming
 	// that finding.
