@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/auditlens/auditlens/internal/chunks"
 	"github.com/auditlens/auditlens/store"
 )
 
@@ -101,24 +102,25 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		stop    error    // why fn stopped the query; the store may wrap it
 	)
 	// emit writes one event, in f's order: the event as a line, or the
-	// program's outputs over it.
-	emit := func(key eventKey, ev []byte) error {
-		var err error
+	// program's outputs over it. Errors of the event itself are marked
+	// (ofEvent), for the caller to name the event: its key is made only
+	// then.
+	emit := func(ev []byte) (err error, ofEvent bool) {
 		if jq == nil {
 			if line, err = appendRawLine(line[:0], ev); err != nil {
-				return fmt.Errorf("event %s: %w", key, err)
+				return err, true
 			}
-			return out.write(line)
+			return out.write(line), false
 		}
 		err = run.run(ev, out)
 		var ee eventError
 		switch {
 		case err == nil:
-			return nil
+			return nil, false
 		case errors.Is(err, ErrJQFailed), errors.As(err, &ee):
-			return fmt.Errorf("event %s: %w", key, err)
+			return err, true
 		}
-		return err
+		return err, false
 	}
 	fn := func(r *store.Row) error {
 		key := keyOf(r)
@@ -137,7 +139,11 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 			stop = fmt.Errorf("event %s: %w", key, err)
 			return stop
 		}
-		stop = emit(key, ev)
+		if err, ofEvent := emit(ev); ofEvent {
+			stop = fmt.Errorf("event %s: %w", key, err)
+		} else {
+			stop = err
+		}
 		return stop
 	}
 	// A read of every event runs one query per time window, so that the
@@ -155,13 +161,14 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		return stats, limitErr(ctx, runCtx, err)
 	}
 	if f.All {
-		stop, err = readAll(runCtx, st, reads, f.Order, func(key eventKey, ev []byte) error {
-			if stats.Matched > 0 && key == prev {
-				return nil // the same event stored twice
-			}
-			prev = key
+		stop, err = readAll(runCtx, st, reads, f.Order, func(key chunks.Key, ev []byte) error {
 			stats.Matched++
-			return emit(key, ev)
+			err, ofEvent := emit(ev)
+			if ofEvent {
+				k := eventKey{Cluster: string(key.Cluster), AuditID: string(key.AuditID), Stage: string(key.Stage)}
+				return fmt.Errorf("event %s: %w", k, err)
+			}
+			return err
 		})
 		reads = nil
 	}

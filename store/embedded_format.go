@@ -1,8 +1,6 @@
 package store
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -272,88 +270,43 @@ func (t *rowTransform) flush() error {
 	return t.send()
 }
 
-// heldRows are the rows of one ordered query, encoded in RowBinary, in
-// chunks kept from query to query (internal/chunks).
+// heldRows are the rows of one ordered query, encoded in RowBinary, with
+// their keys (internal/chunks).
 type heldRows struct {
-	chunks chunks.Chunks
-	rows   []heldRow
-}
-
-// heldRow is one row of heldRows: its time, and where its key (audit ID,
-// stage and cluster, one after the other) and then its RowBinary lie in
-// its chunk. The keys' bytes sit in the chunks too: three strings of
-// their own per row were most of an export's allocations.
-type heldRow struct {
-	time                        int64 // microseconds, as the engine compares DateTime64(6)
-	chunk                       int32
-	off, idEnd, stageEnd, start int32 // key: [off, start); RowBinary: [start, end)
-	end                         int32
-}
-
-// compare orders rows by time, audit ID, stage and cluster, as ORDER BY ts,
-// audit_id, stage, cluster does.
-func (h *heldRows) compare(a, b *heldRow) int {
-	if c := cmp.Compare(a.time, b.time); c != 0 {
-		return c
-	}
-	ka, kb := h.chunks.Bytes(a.chunk, a.off, a.start), h.chunks.Bytes(b.chunk, b.off, b.start)
-	ia, ib := a.idEnd-a.off, b.idEnd-b.off
-	sa, sb := a.stageEnd-a.off, b.stageEnd-b.off
-	return cmp.Or(bytes.Compare(ka[:ia], kb[:ib]), bytes.Compare(ka[ia:sa], kb[ib:sb]), bytes.Compare(ka[sa:], kb[sb:]))
+	chunks.Sorted
 }
 
 // add keeps r's key and its columns cols, in RowBinary.
 func (h *heldRows) add(r *Row, cols []int) {
-	c, buf := h.chunks.Next()
-	hr := heldRow{time: r.Time.UnixMicro(), chunk: int32(c), off: int32(len(buf))}
-	buf = append(buf, r.AuditID...)
-	hr.idEnd = int32(len(buf))
-	buf = append(buf, r.Stage...)
-	hr.stageEnd = int32(len(buf))
-	buf = append(buf, r.Cluster...)
-	hr.start = int32(len(buf))
+	buf := h.Begin(r.Time.UnixMicro(), r.AuditID, r.Stage, r.Cluster)
 	for _, col := range cols {
 		buf = appendColumn(buf, r, col)
 	}
-	hr.end = int32(len(buf))
-	h.chunks.Put(c, buf)
-	h.rows = append(h.rows, hr)
+	h.End(buf)
 }
 
 // writeSorted writes the rows' RowBinary to w in order o, a row with the
 // key of the one before it left out, gathering up to rowTransformFlush
 // bytes in out, which it returns for reuse.
 func (h *heldRows) writeSorted(w io.Writer, o RowOrder, out []byte) ([]byte, error) {
-	slices.SortStableFunc(h.rows, func(a, b heldRow) int {
-		if o == Descending {
-			return h.compare(&b, &a)
+	h.Sort(o == Descending)
+	err := h.Each(func(_ chunks.Key, row []byte) error {
+		out = append(out, row...)
+		if len(out) < rowTransformFlush {
+			return nil
 		}
-		return h.compare(&a, &b)
-	})
-	for i := range h.rows {
-		r := &h.rows[i]
-		if i > 0 && h.compare(r, &h.rows[i-1]) == 0 {
-			continue
-		}
-		out = append(out, h.chunks.Bytes(r.chunk, r.start, r.end)...)
-		if len(out) >= rowTransformFlush {
-			if _, err := w.Write(out); err != nil {
-				return out, err
-			}
-			out = out[:0]
-		}
-	}
-	if len(out) > 0 {
 		_, err := w.Write(out)
-		return out[:0], err
+		out = out[:0]
+		return err
+	})
+	if err == nil && len(out) > 0 {
+		_, err = w.Write(out)
+		out = out[:0]
 	}
-	return out, nil
+	return out, err
 }
 
-func (h *heldRows) reset() {
-	h.chunks.Reset()
-	h.rows = h.rows[:0]
-}
+func (h *heldRows) reset() { h.Reset() }
 
 // errInsertEnded stops the queries of SelectFormat when its insert ended
 // before reading all they send (it failed).
