@@ -271,3 +271,24 @@ type ScenarioCase struct {
 	RelistLoops, RelistHerds int
 	HerdsLinked              bool
 }
+
+// EachScenario runs fn as a subtest for every scenario of gen/scenario at
+// both time scales, the scenario imported once per test binary
+// (ImportScenario), with what it must give (ScenarioCases: a scenario
+// without an entry there is an error).
+func EachScenario(t *testing.T, st store.Store, fn func(t *testing.T, tc ScenarioCase, tr scenario.Trace, w detect.Window)) {
+	t.Helper()
+	for _, sc := range scenario.All() {
+		tc, ok := ScenarioCases[sc.Name]
+		if !ok {
+			t.Errorf("scenario %s has no expectations in detecttest.ScenarioCases", sc.Name)
+			continue
+		}
+		for _, scale := range scenario.Scales {
+			t.Run(sc.Name+"/"+scale.Name, func(t *testing.T) {
+				tr, w := ImportScenario(t, st, sc, scale)
+				fn(t, tc, tr, w)
+			})
+		}
+	}
+}
