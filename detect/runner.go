@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -197,40 +197,59 @@ func followOrder(ds []Detector) ([]int, error) {
 	return order, nil
 }
 
-// runOrdered starts run(i) for each detector in order (followOrder's:
-// each Follower after the detectors it follows), at most parallel at once,
-// so with 1 one after the other. A Follower starts once the detectors it
-// follows have run. Once ctx ends, no other detector starts.
+// runOrdered runs run(i) for each detector, at most parallel at once (so
+// with 1 one after the other, in order). A Follower starts once the
+// detectors it follows have run; meanwhile a free slot takes the first
+// detector in order (followOrder's: each Follower after the detectors it
+// follows) that waits on nobody, so a slow detector's followers hold back
+// no one else. Once ctx ends, no other detector starts.
 func runOrdered(ctx context.Context, ds []Detector, order []int, parallel int, run func(i int)) {
 	index := make(map[string]int, len(ds))
-	done := make([]chan struct{}, len(ds))
 	for i, d := range ds {
 		index[d.Name()] = i
-		done[i] = make(chan struct{})
 	}
-	slots := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
+	deps := make([][]int, len(ds))
 	for _, i := range order {
 		if f, ok := ds[i].(Follower); ok {
 			for _, name := range f.Follows() {
 				if j, ok := index[name]; ok && j != i {
-					<-done[j] // started before i: order puts it first
+					deps[i] = append(deps[i], j)
 				}
 			}
 		}
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer close(done[i])
-			defer func() { <-slots }()
-			run(i)
-		}()
 	}
-	wg.Wait()
+	ran := make([]bool, len(ds))
+	ready := func(i int) bool {
+		for _, j := range deps[i] {
+			if !ran[j] {
+				return false
+			}
+		}
+		return true
+	}
+	pending := slices.Clone(order)
+	finished := make(chan int)
+	running := 0
+	for len(pending) > 0 || running > 0 {
+		for k := 0; k < len(pending) && running < parallel && ctx.Err() == nil; {
+			i := pending[k]
+			if !ready(i) {
+				k++
+				continue
+			}
+			pending = slices.Delete(pending, k, k+1)
+			running++
+			go func() {
+				defer func() { finished <- i }()
+				run(i)
+			}()
+		}
+		if running == 0 {
+			break // ctx ended: the rest does not start
+		}
+		ran[<-finished] = true
+		running--
+	}
 }
 
 // detectorResult is what one detector's evaluation did.

@@ -323,3 +323,39 @@ func TestRunnerStopsWhenCancelled(t *testing.T) {
 		})
 	}
 }
+
+// TestRunnerFollowerHoldsNoOneBack: with two slots, a detector that waits
+// on nobody takes the free slot while a slow detector runs, though a
+// follower of the slow one comes before it in order.
+func TestRunnerFollowerHoldsNoOneBack(t *testing.T) {
+	w := Window{Since: time.Unix(0, 0), Until: time.Unix(600, 0)}
+	started := make(chan struct{})
+	overlapped := false
+	slow := &fakeDetector{name: "slow", fn: func(int, Window) ([]Finding, error) {
+		select {
+		case <-started:
+			overlapped = true
+		case <-time.After(5 * time.Second):
+		}
+		return nil, nil
+	}}
+	none := func(int, Window) ([]Finding, error) { return nil, nil }
+	ds := []Detector{
+		slow,
+		followingDetector{&fakeDetector{name: "follower", fn: none}, []string{"slow"}},
+		&fakeDetector{name: "free", fn: func(int, Window) ([]Finding, error) { close(started); return nil, nil }},
+	}
+	r, err := NewRunner(nil, newMemStore(), RunnerConfig{Detectors: ds, Parallel: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RunOnce(t.Context(), w); err != nil {
+		t.Fatal(err)
+	}
+	if !overlapped {
+		t.Error("free started only after slow ended: slow's follower held the free slot")
+	}
+	if len(ds[1].(followingDetector).seen()) != 1 {
+		t.Error("the follower did not run")
+	}
+}
