@@ -90,7 +90,7 @@ const expected = "expected an audit.k8s.io/v1, v1beta1 or v1alpha1 EventList or 
 // the others are kept.
 func DecodeBody(cluster string, body []byte) (Batch, error) {
 	var b Batch
-	err := decodeDocument(cluster, body, &b)
+	err := decodeDoc(cluster, body, &b, nil, false, false)
 	return b, err
 }
 
@@ -107,7 +107,7 @@ func DecodeLine(cluster string, line []byte, b *Batch) error {
 	if len(line) == 0 {
 		return nil
 	}
-	return decodeDocument(cluster, line, b)
+	return decodeLine(cluster, line, b)
 }
 
 // DecodeEvent decodes one event, such as the Raw bytes of a Row that were
@@ -124,9 +124,9 @@ func DecodeEvent(cluster string, raw []byte) (store.Row, error) {
 	return b.Rows[0], nil
 }
 
-// envelope is what decodeDocument reads of a document to tell an EventList
-// from an Event from anything else. Its strings refer to the input and are
-// not kept.
+// envelope is what decodeDoc's careful path reads of a document to tell
+// an EventList from an Event from anything else. Its strings refer to the
+// input and are not kept.
 type envelope struct {
 	Kind       string             `json:"kind"`
 	APIVersion string             `json:"apiVersion"`
@@ -135,25 +135,40 @@ type envelope struct {
 	Items      *[]json.RawMessage `json:"items"`
 }
 
-// decodeDocument decodes a body or a line into b.
-func decodeDocument(cluster string, data []byte, b *Batch) error {
-	return decodeDoc(cluster, data, b, nil, false)
+// decodeLine decodes a line of a log into b: a document small enough to
+// copy, which it reads once when it is an Event (see decodeDoc).
+func decodeLine(cluster string, data []byte, b *Batch) error {
+	return decodeDoc(cluster, data, b, nil, false, true)
 }
 
-// decodeOwnedEvent is decodeDocument for callers that decode many small
+// decodeOwnedEvent is decodeLine for callers that decode many small
 // documents they hand over: data is never written, by anyone, while the
 // rows live (the bytes of an immutable string, say), so an Event's row
-// keeps data itself as Raw instead of a copy. ev is scratch space reused
+// keeps data itself as Raw instead of a copy. doc is scratch space reused
 // across calls.
-func decodeOwnedEvent(cluster string, data []byte, b *Batch, ev *event) error {
-	return decodeDoc(cluster, data, b, ev, true)
+func decodeOwnedEvent(cluster string, data []byte, b *Batch, doc *document) error {
+	return decodeDoc(cluster, data, b, doc, true, true)
 }
 
-// decodeDoc decodes a document into b, with ev as scratch space (a new
+// document is what decodeDoc reads of a document in one pass: an Event's
+// fields, and the items of an EventList.
+type document struct {
+	event
+	Items *[]json.RawMessage `json:"items"`
+}
+
+// decodeDoc decodes a document into b, with doc as scratch space (a new
 // one when nil). owned says whether an Event's row may keep data as Raw.
-func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) error {
-	if ev == nil {
-		ev = new(event)
+//
+// With once (a line, not a webhook body), the document is owned (copied
+// when it is not) and read in one pass as an Event or an EventList; an
+// Event is then done, its row's strings pointing into the copy. Anything
+// that pass cannot read, or reads as neither, is read again the careful
+// way: the envelope first, then each event, so that errors say what is
+// wrong where.
+func decodeDoc(cluster string, data []byte, b *Batch, doc *document, owned, once bool) error {
+	if doc == nil {
+		doc = new(document)
 	}
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
@@ -165,6 +180,25 @@ func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) err
 		}
 		return fmt.Errorf("%w: %s, got a JSON %s", ErrNotAudit, expected, jsonKindOf(data))
 	}
+
+	if once {
+		if !owned {
+			data, owned = bytes.Clone(data), true
+		}
+		*doc = document{}
+		if unmarshal(data, doc) == nil {
+			looksLikeEvent := doc.AuditID != "" || doc.Stage != ""
+			switch isList, isEvent := classify(doc.Kind, doc.APIVersion, doc.Items != nil, looksLikeEvent); {
+			case isList:
+				decodeItems(cluster, doc.Items, &doc.event, b)
+				return nil
+			case isEvent:
+				decodeEvent(cluster, 0, data[:len(data):len(data)], &doc.event, b)
+				return nil
+			}
+		}
+	}
+	ev := &doc.event
 
 	var env envelope
 	looksLikeEvent := false
@@ -183,33 +217,10 @@ func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) err
 	}
 	looksLikeEvent = looksLikeEvent || env.AuditID != "" || env.Stage != ""
 
-	knownVersion := knownAPIVersion(env.APIVersion)
-	isList, isEvent := false, false
-	switch {
-	case !knownVersion:
-	case env.Kind == "EventList":
-		isList = true
-	case env.Kind == "Event":
-		isEvent = true
-	case env.Kind == "":
-		isList = env.Items != nil
-		isEvent = !isList && looksLikeEvent
-	}
-
+	isList, isEvent := classify(env.Kind, env.APIVersion, env.Items != nil, looksLikeEvent)
 	switch {
 	case isList:
-		if env.Items == nil {
-			return nil
-		}
-		items := *env.Items
-		if cap(b.Rows)-len(b.Rows) < len(items) {
-			b.Rows = append(make([]store.Row, 0, len(b.Rows)+len(items)), b.Rows...)
-		}
-		for i, item := range items {
-			// item is a copy of the input made by json.RawMessage: it becomes
-			// Row.Raw, without spare capacity that an append could write to.
-			decodeItem(cluster, i, item[:len(item):len(item)], ev, b)
-		}
+		decodeItems(cluster, env.Items, ev, b)
 		return nil
 	case isEvent:
 		if !owned {
@@ -221,6 +232,40 @@ func decodeDoc(cluster string, data []byte, b *Batch, ev *event, owned bool) err
 		return fmt.Errorf("%w: %s, got an object with none of kind, apiVersion, items or auditID", ErrNotAudit, expected)
 	default:
 		return fmt.Errorf("%w: %s, got kind %.64q apiVersion %.64q", ErrNotAudit, expected, env.Kind, env.APIVersion)
+	}
+}
+
+// classify tells an EventList (isList) from an Event (isEvent) by what a
+// document says of itself: its kind and apiVersion, whether it has items,
+// and whether it looks like an event (an auditID or a stage). Webhook list
+// items carry no kind or apiVersion.
+func classify(kind, apiVersion string, hasItems, looksLikeEvent bool) (isList, isEvent bool) {
+	switch {
+	case !knownAPIVersion(apiVersion):
+	case kind == "EventList":
+		isList = true
+	case kind == "Event":
+		isEvent = true
+	case kind == "":
+		isList = hasItems
+		isEvent = !isList && looksLikeEvent
+	}
+	return isList, isEvent
+}
+
+// decodeItems decodes the items of an EventList into b, with ev as scratch
+// space.
+func decodeItems(cluster string, items *[]json.RawMessage, ev *event, b *Batch) {
+	if items == nil {
+		return
+	}
+	if cap(b.Rows)-len(b.Rows) < len(*items) {
+		b.Rows = append(make([]store.Row, 0, len(b.Rows)+len(*items)), b.Rows...)
+	}
+	for i, item := range *items {
+		// item is a copy of the input made by json.RawMessage: it becomes
+		// Row.Raw, without spare capacity that an append could write to.
+		decodeItem(cluster, i, item[:len(item):len(item)], ev, b)
 	}
 }
 
@@ -311,6 +356,11 @@ func decodeItem(cluster string, index int, raw []byte, ev *event, b *Batch) {
 			return
 		}
 	}
+	decodeEvent(cluster, index, raw, ev, b)
+}
+
+// decodeEvent flattens ev, decoded from raw, into a Row of b, or a Reject.
+func decodeEvent(cluster string, index int, raw []byte, ev *event, b *Batch) {
 	row, reason := normalize(cluster, ev, raw)
 	if reason != "" {
 		b.Rejects = append(b.Rejects, Reject{Index: index, AuditID: strings.Clone(ev.AuditID), Reason: reason})

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +24,9 @@ var fuzzSeeds = []string{
 	`{"auditID":"a","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00Z","responseObject":{"metadata":{"resourceVersion":5}}}`,
 	`{"auditID":"a","stage":"ResponseComplete","stageTimestamp":"2026-03-01T12:00:00Z","responseStatus":{"code":"x"},"annotations":{"a":1}}`,
 	`{"kind":"Pod","apiVersion":"v1"}`,
+	// Events a line's one-pass read takes, then rejects.
+	`{"kind":"Event","apiVersion":"audit.k8s.io/v1","auditID":"a","stage":"Bogus","stageTimestamp":"2026-03-01T12:00:00Z"}`,
+	`{"auditID":"a","stage":"ResponseComplete"}`,
 	`{"kind":5}`,
 	`[]`,
 	`{}`,
@@ -126,8 +131,28 @@ func FuzzDecodeLine(f *testing.F) {
 	}
 	f.Add([]byte(" \r\n"))
 	f.Fuzz(func(t *testing.T, line []byte) {
+		// A line is read in one pass; a body the careful way (envelope,
+		// then each event). Both must give the same rows, rejects and
+		// errors.
+		var careful Batch
+		var carefulErr error
+		blank := len(bytes.TrimSpace(line)) == 0
+		if !blank {
+			careful, carefulErr = DecodeBody("c", bytes.TrimSpace(line))
+		}
 		b := Batch{Rejects: []Reject{{Index: 7, Reason: "earlier"}}}
 		err := DecodeLine("c", line, &b)
+		if !blank {
+			if fmt.Sprint(err) != fmt.Sprint(carefulErr) {
+				t.Fatalf("DecodeLine error %v, DecodeBody's %v", err, carefulErr)
+			}
+			if !reflect.DeepEqual(b.Rows, careful.Rows) && len(b.Rows)+len(careful.Rows) > 0 {
+				t.Fatalf("DecodeLine rows %+v, DecodeBody's %+v", b.Rows, careful.Rows)
+			}
+			if got := b.Rejects[1:]; !reflect.DeepEqual(got, careful.Rejects) && len(got)+len(careful.Rejects) > 0 {
+				t.Fatalf("DecodeLine rejects %+v, DecodeBody's %+v", got, careful.Rejects)
+			}
+		}
 		if err != nil {
 			if !errors.Is(err, ErrNotAudit) {
 				t.Fatalf("error %v does not wrap ErrNotAudit", err)

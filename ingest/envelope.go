@@ -148,13 +148,13 @@ func decodeAudit(src LineSource, line []byte, b *Batch) error {
 	if cluster == "" {
 		// Only audit JSON is missing a cluster; anything else is told so.
 		var probe Batch
-		if err := decodeDocument("-", line, &probe); err != nil {
+		if err := decodeLine("-", line, &probe); err != nil {
 			return err
 		}
 		return ErrNoCluster
 	}
 	rows := len(b.Rows)
-	if err := decodeDocument(cluster, line, b); err != nil {
+	if err := decodeLine(cluster, line, b); err != nil {
 		return err
 	}
 	if src.APIServer != "" {

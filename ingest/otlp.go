@@ -293,7 +293,7 @@ func (h *OTLPLogs) decode(sender Source, logs plog.Logs) ([]otlpGroup, otlpResul
 	var groups []otlpGroup
 	index := map[Source]int{}
 	var batch Batch
-	ev := new(event)
+	ev := new(document)
 	rls := logs.ResourceLogs()
 	for i := 0; i < rls.Len(); i++ {
 		rl := rls.At(i)
@@ -377,7 +377,7 @@ func resourceSource(sender Source, attrs pcommon.Map) (Source, string, error) {
 // a malformed event is a Reject in b, as in a webhook batch.
 //
 // ev is scratch space for the decoder, reused across records.
-func decodeRecord(cluster string, body pcommon.Value, b *Batch, ev *event) (reason, why string) {
+func decodeRecord(cluster string, body pcommon.Value, b *Batch, ev *document) (reason, why string) {
 	var text string
 	switch body.Type() {
 	case pcommon.ValueTypeStr:
