@@ -34,16 +34,6 @@ func Plural(n int, one, many string) string {
 // Round2 rounds a non-negative x to two decimals.
 func Round2(x float64) float64 { return float64(int(x*100+0.5)) / 100 }
 
-// SortedKeys returns m's keys in order.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // ObjectList names objects (namespace/name) for a summary, up to limit of them.
 func ObjectList(objs []Object, limit int) string {
 	var names []string

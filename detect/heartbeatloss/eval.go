@@ -3,6 +3,7 @@ package heartbeatloss
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -119,7 +120,7 @@ func (e *hbEval) run(ctx context.Context, st detect.StateStore) ([]detect.Findin
 
 	var out []detect.Finding
 	var waves []*hbWave
-	for _, cluster := range detect.SortedKeys(byCluster) {
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
 		losses := e.matchRemembered(cluster, byCluster[cluster])
 		if len(losses) == 0 {
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -341,7 +342,7 @@ func nodeObjects(objs []detect.Object) []detect.Object {
 // comebacks says when the nodes came back after start: the first and
 // the last, or the one.
 func comebacks(back map[string]time.Time, start time.Time) string {
-	names := detect.SortedKeys(back)
+	names := slices.Sorted(maps.Keys(back))
 	slices.SortStableFunc(names, func(a, b string) int { return back[a].Compare(back[b]) })
 	first, last := names[0], names[len(names)-1]
 	if first == last {

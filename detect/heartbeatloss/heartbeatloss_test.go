@@ -1,8 +1,6 @@
 package heartbeatloss_test
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -27,22 +25,5 @@ func TestHeartbeatLossGolden(t *testing.T) {
 		all = append(all, detecttest.Evaluate(t, heartbeatloss.New(heartbeatloss.Config{}), st, w)...)
 	}
 	detect.SortFindings(all)
-	var buf bytes.Buffer
-	if err := detect.Render(&buf, "json", all); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", "heartbeat-loss.golden.json")
-	if detecttest.Updating() {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
-	}
+	detecttest.CheckGolden(t, filepath.Join("testdata", "heartbeat-loss.golden.json"), all)
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // update asks the tests to rewrite their golden files in testdata
-// (detecttest.Updating reads it).
+// (detecttest.CheckGolden reads it).
 var _ = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // The tests share one embedded engine (detecttest.Engine); Main closes it.

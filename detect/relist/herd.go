@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -624,7 +625,7 @@ func (d *Herd) describe(f *detect.Finding, fig herdFigures) {
 		roundDuration(max(span, time.Second)), f.FirstSeen.Format("15:04:05"), strconv.FormatFloat(fig.Baseline, 'f', -1, 64))
 
 	var progs []string
-	for _, p := range detect.SortedKeys(byProgram) {
+	for _, p := range slices.Sorted(maps.Keys(byProgram)) {
 		if n := byProgram[p]; p == "kubelet" {
 			progs = append(progs, fmt.Sprintf("%d %s", n, detect.Plural(n, "kubelet", "kubelets")))
 		} else {

@@ -3,6 +3,7 @@ package relist
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -372,7 +373,7 @@ func newTurn(r turnRow) turn {
 // the one before, and, for a remembered loop, every run that continues it.
 func (d *Loop) loopTurns(c *relistClient) []turn {
 	var out []turn
-	for _, seq := range detect.SortedKeys(c.seqs) {
+	for _, seq := range slices.Sorted(maps.Keys(c.seqs)) {
 		ts := c.seqs[seq]
 		slices.SortFunc(ts, func(a, b turn) int {
 			return cmp.Or(a.at().Compare(b.at()), strings.Compare(a.watch.AuditID, b.watch.AuditID))

@@ -1,10 +1,8 @@
 package relist_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -33,24 +31,7 @@ func TestRelistGolden(t *testing.T) {
 				all = append(all, detecttest.Evaluate(t, d, st, w)...)
 			}
 			detect.SortFindings(all)
-			var buf bytes.Buffer
-			if err := detect.Render(&buf, "json", all); err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", name+".golden.json")
-			if detecttest.Updating() {
-				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
-			}
+			detecttest.CheckGolden(t, filepath.Join("testdata", name+".golden.json"), all)
 		})
 	}
 }

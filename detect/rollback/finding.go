@@ -3,6 +3,7 @@ package rollback
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -311,7 +312,7 @@ func (d *RVRollback) rollbackFinding(ctx context.Context, q detect.Querier, w de
 		if err != nil {
 			return f, err
 		}
-		for _, k := range detect.SortedKeys(stuck) {
+		for _, k := range slices.Sorted(maps.Keys(stuck)) {
 			f.Subjects.Stuck = append(f.Subjects.Stuck, stuck[k].client())
 		}
 	}
@@ -369,7 +370,7 @@ func (a *stuckAcc) add(instance, resource string, rv uint64, from, until time.Ti
 
 func (a *stuckAcc) client() detect.StuckClient {
 	c := a.c
-	c.Instances, c.Resources = len(a.inst), detect.SortedKeys(a.res)
+	c.Instances, c.Resources = len(a.inst), slices.Sorted(maps.Keys(a.res))
 	c.MinRV, c.MaxRV = detect.FormatRV(a.min), detect.FormatRV(a.max)
 	return c
 }
@@ -395,7 +396,7 @@ func mergeStuck(a, b []detect.StuckClient) []detect.StuckClient {
 		by[c.Program] = o
 	}
 	out := make([]detect.StuckClient, 0, len(by))
-	for _, k := range detect.SortedKeys(by) {
+	for _, k := range slices.Sorted(maps.Keys(by)) {
 		out = append(out, by[k])
 	}
 	return out

@@ -2,6 +2,7 @@ package rollback
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -443,7 +444,7 @@ func (d *RVRollback) confirm(bs []bucket, i int, before uint64) (nd *drop, ended
 		}
 		if last.Sub(start) >= d.cfg.Hold && nd.Witnesses >= d.cfg.MinWitnesses && len(users) >= 2 {
 			nd.Confirmed = true
-			nd.Users = detect.SortedKeys(users)
+			nd.Users = slices.Sorted(maps.Keys(users))
 			// Keep only what the first bucket showed: the scan adds the
 			// rest bucket by bucket.
 			nd.NewHeads = nd.NewHeads[:1]

@@ -125,24 +125,7 @@ func TestRVRollbackGolden(t *testing.T) {
 	tr := sc.Generate(scenario.Compressed, scenario.Start, 1)
 	w := detecttest.Span(detecttest.ImportTrace(t, st, tr, "golden-rollback"), "golden-rollback")
 	got := detecttest.Evaluate(t, rollback.New(rollback.Config{}), st, w)
-	var buf bytes.Buffer
-	if err := detect.Render(&buf, "json", got); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", "etcd-restore.golden.json")
-	if detecttest.Updating() {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
-	}
+	detecttest.CheckGolden(t, filepath.Join("testdata", "etcd-restore.golden.json"), got)
 }
 
 // TestRVRollbackByAPIServer imports the logs of an HA control plane's two

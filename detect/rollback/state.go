@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/auditlens/auditlens/detect"
@@ -84,7 +86,7 @@ func (d *RVRollback) EvaluateState(ctx context.Context, q detect.Querier, st det
 	}
 	var out []detect.Finding
 	var save []detect.StateRecord
-	for _, cluster := range detect.SortedKeys(heads) {
+	for _, cluster := range slices.Sorted(maps.Keys(heads)) {
 		bs := heads[cluster]
 		m := mem[cluster]
 		var top uint64

@@ -3,6 +3,7 @@ package watchloop
 import (
 	"cmp"
 	"context"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -149,8 +150,8 @@ func (d *WatchLoop) selectChurn(ctx context.Context, q detect.Querier, w detect.
 		}
 	}
 	p := store.Params{"churn": store.StringParam(d.cfg.ChurnResource), "owner": store.StringParam(d.cfg.OwnerResource),
-		"bucket_us": strconv.FormatInt(width, 10), "buckets": "[" + strings.Join(detect.SortedKeys(buckets), ",") + "]",
-		"program_buckets": store.StringArrayParam(detect.SortedKeys(keyed)), "any_program": strconv.FormatBool(anyProgram),
+		"bucket_us": strconv.FormatInt(width, 10), "buckets": "[" + strings.Join(slices.Sorted(maps.Keys(buckets)), ",") + "]",
+		"program_buckets": store.StringArrayParam(slices.Sorted(maps.Keys(keyed))), "any_program": strconv.FormatBool(anyProgram),
 		"skew_us": strconv.FormatInt(ownerSkew.Microseconds(), 10), "reaction_us": strconv.FormatInt(d.cfg.ReactionWithin.Microseconds(), 10)}
 	ignored := ""
 	if len(d.cfg.IgnoreChurnBy) > 0 {
@@ -175,8 +176,8 @@ func (d *WatchLoop) selectChurn(ctx context.Context, q detect.Querier, w detect.
 	if err != nil || len(objects) == 0 {
 		return c, err
 	}
-	p["objects"] = store.StringArrayParam(detect.SortedKeys(objects))
-	p["namespaces"] = store.StringArrayParam(detect.SortedKeys(namespaces))
+	p["objects"] = store.StringArrayParam(slices.Sorted(maps.Keys(objects)))
+	p["namespaces"] = store.StringArrayParam(slices.Sorted(maps.Keys(namespaces)))
 	slices.Sort(deletes)
 	p["deletes"] = store.StringArrayParam(slices.Compact(deletes))
 	err = detect.SelectRows(ctx, q, d.cfg.ChurnResource+" re-creates", nextCreatesSQL(window, ignored), p, func(r events.Row) error {

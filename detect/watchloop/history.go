@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -416,7 +417,7 @@ func (m *memory) save(ctx context.Context, st detect.StateStore, hists []*histor
 		recs = append(recs, detect.StateRecord{Detector: Name, Cluster: h.Reflector.Cluster,
 			Key: historyKey(h.Reflector.Ident), LastSeen: h.remembered(), Body: body})
 	}
-	for _, cluster := range detect.SortedKeys(m.headChanged) {
+	for _, cluster := range slices.Sorted(maps.Keys(m.headChanged)) {
 		h := m.heads[cluster]
 		body, err := json.Marshal(h)
 		if err != nil {

@@ -3,6 +3,7 @@ package watchloop
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -225,7 +226,7 @@ func (d *Regression) Evaluate(ctx context.Context, q detect.Querier, w detect.Wi
 		prevIDs[g.c.Cluster] = append(prevIDs[g.c.Cluster], highest(g.rows).PrevID)
 	}
 	prevRows := map[string]map[string][]events.Row{}
-	for _, cluster := range detect.SortedKeys(prevIDs) {
+	for _, cluster := range slices.Sorted(maps.Keys(prevIDs)) {
 		slices.Sort(prevIDs[cluster])
 		if prevRows[cluster], err = events.Select(ctx, q, w, cluster, slices.Compact(prevIDs[cluster])); err != nil {
 			return nil, err

@@ -2,6 +2,7 @@ package watchloop
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -285,7 +286,7 @@ func (d *WatchLoop) EvaluateState(ctx context.Context, q detect.Querier, st dete
 		return nil, nil
 	}
 	cw := w
-	cw.Clusters = detect.SortedKeys(clusters)
+	cw.Clusters = slices.Sorted(maps.Keys(clusters))
 	churn, err := d.selectChurn(ctx, q, cw, cands)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@
 package detecttest
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"os"
@@ -132,9 +133,9 @@ func Evaluate(tb testing.TB, d detect.Detector, q detect.Querier, w detect.Windo
 	return fs
 }
 
-// Updating reports whether -update (declared by the package's internal
-// tests, in the same test binary) asks to rewrite golden files.
-func Updating() bool {
+// updating reports whether -update (declared by the test package, in its
+// main_test.go or its internal tests) asks to rewrite golden files.
+func updating() bool {
 	f := flag.Lookup("update")
 	return f != nil && f.Value.String() == "true"
 }
@@ -290,5 +291,28 @@ func EachScenario(t *testing.T, st store.Store, fn func(t *testing.T, tc Scenari
 				fn(t, tc, tr, w)
 			})
 		}
+	}
+}
+
+// CheckGolden holds findings, rendered as the API and `scan --format json`
+// show them, to the golden file at path; with -update it writes the file.
+func CheckGolden(t *testing.T, path string, fs []detect.Finding) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := detect.Render(&buf, "json", fs); err != nil {
+		t.Fatal(err)
+	}
+	if updating() {
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Errorf("findings differ from %s (run with -update after checking); got:\n%s", path, buf.Bytes())
 	}
 }
