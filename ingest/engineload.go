@@ -2,7 +2,7 @@ package ingest
 
 // The engine's own reader of audit logs. A log that the apiserver's log
 // backend wrote (one audit.k8s.io/v1 Event a line, plain or gzip) is read
-// by ClickHouse's JSON parser straight into the table audit_events, each
+// by ClickHouse's JSON parser straight into scan's table (store.ScanEvents), each
 // column derived in SQL (engineColumns) as normalize and ParseRequestURI
 // derive it in Go. That is several times faster than decoding in Go and
 // inserting rows, and it is what scan does with such logs. Anything else
@@ -92,7 +92,7 @@ const engineInvalid = `NOT (kind = 'Event' AND apiVersion = 'audit.k8s.io/v1' AN
   AND match(_ts, ` + rfc3339 + `) AND _tsv IS NOT NULL
   AND (_recv = '' OR (match(_recv, ` + rfc3339 + `) AND _recvv IS NOT NULL)))`
 
-// engineColumns derives each column of audit_events that a Row holds
+// engineColumns derives each column of the table that a Row holds
 // (store.RowColumns) from a line, as normalize does: the column, then the
 // expression ({cluster} is the cluster every event is tagged with).
 var engineColumns = [][2]string{
@@ -142,23 +142,35 @@ const engineSettings = `SETTINGS input_format_allow_errors_num = 0, input_format
   input_format_json_read_bools_as_numbers = 0, input_format_json_read_arrays_as_strings = 0,
   input_format_json_read_objects_as_strings = 0, input_format_skip_unknown_fields = 1,
   input_format_json_ignore_unknown_keys_in_named_tuple = 1, input_format_null_as_default = 1,
-  max_insert_block_size = 65536, min_insert_block_size_rows = 65536, min_insert_block_size_bytes = 67108864, storage_file_read_method = 'pread'`
+  max_insert_block_size = 65536, min_insert_block_size_rows = 65536, min_insert_block_size_bytes = 67108864`
+
+// engineFileSettings read a file with pread; engineFeedSettings read a
+// feed's pipes, which cannot be read at an offset, each in one stream of
+// its own (no parallel parsing: the pipes are the parallelism).
+const (
+	engineFileSettings = `, storage_file_read_method = 'pread'`
+	engineFeedSettings = `, storage_file_read_method = 'read', input_format_parallel_parsing = 0`
+)
 
 // engineInsertSQL loads the lines of one file ({path}, {compression}) into
-// audit_events.
-func engineInsertSQL() string {
+// store.ScanEvents; fed, the lines of every pipe {path} names.
+func engineInsertSQL(fed bool) string {
 	cols := make([]string, len(engineColumns))
 	exprs := make([]string, len(engineColumns))
 	for i, c := range engineColumns {
 		cols[i], exprs[i] = c[0], c[1]
 	}
-	return "INSERT INTO audit_events (" + strings.Join(cols, ", ") + ")\n" + engineWith +
+	settings := engineFileSettings
+	if fed {
+		settings = engineFeedSettings
+	}
+	return "INSERT INTO " + store.ScanEvents + " (" + strings.Join(cols, ", ") + ")\n" + engineWith +
 		"SELECT " + strings.Join(exprs, ",\n  ") +
-		"\nFROM file({path:String}, 'JSONEachRow', '" + engineFields + "', {compression:String})\n" + engineSettings
+		"\nFROM file({path:String}, 'JSONEachRow', '" + engineFields + "', {compression:String})\n" + engineSettings + settings
 }
 
-// EngineLoad loads the audit log files into the table audit_events of st
-// (store.ScanEventsDDL: scan's throwaway table), every event tagged with
+// EngineLoad loads the audit log files into the table store.ScanEvents of
+// st (store.CreateScanEvents: scan's throwaway table), every event tagged with
 // cluster. It returns an error wrapping ErrNotEngineReadable, having
 // stored nothing it reports, when any file is not a plain or gzip log of
 // audit.k8s.io/v1 Events or holds a line the Go decoder would read
@@ -169,7 +181,10 @@ func engineInsertSQL() string {
 func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster string, onFile func(i, n int, path string)) (ImportStats, error) {
 	start := time.Now()
 	stats := ImportStats{Kinds: map[string]int64{}}
-	type input struct{ path, compression string }
+	type input struct {
+		path, compression string
+		size              int64
+	}
 	var inputs []input
 	for _, f := range files {
 		in, size, err := engineInput(f)
@@ -180,31 +195,27 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 		if size.gzip {
 			compression = "gzip"
 		}
-		inputs = append(inputs, input{in, compression})
+		inputs = append(inputs, input{in, compression, size.bytes})
 		stats.Bytes += size.bytes
 		stats.Files++
 	}
-	insert := engineInsertSQL()
 	for i, in := range inputs {
 		if onFile != nil {
 			onFile(i, len(inputs), in.path)
 		}
 		p := store.Params{"path": in.path, "compression": in.compression, "cluster": cluster}
 		var before int64
-		if err := selectCount(ctx, st, "SELECT count() AS n FROM audit_events", nil, &before); err != nil {
+		if err := selectCount(ctx, st, "SELECT count() AS n FROM "+store.ScanEvents, nil, &before); err != nil {
 			return ImportStats{}, err
 		}
-		if err := st.Exec(ctx, insert, p); err != nil {
-			if ctx.Err() != nil {
-				return ImportStats{}, ctx.Err()
-			}
-			return ImportStats{}, fmt.Errorf("%w: %s: %v", ErrNotEngineReadable, in.path, err)
+		if err := engineRead(ctx, st, in.path, in.size, in.compression, p); err != nil {
+			return ImportStats{}, err
 		}
 		var after, invalid int64
-		if err := selectCount(ctx, st, "SELECT count() AS n FROM audit_events", nil, &after); err != nil {
+		if err := selectCount(ctx, st, "SELECT count() AS n FROM "+store.ScanEvents, nil, &after); err != nil {
 			return ImportStats{}, err
 		}
-		if err := selectCount(ctx, st, "SELECT count() AS n FROM audit_events WHERE stage = ''", nil, &invalid); err != nil {
+		if err := selectCount(ctx, st, "SELECT count() AS n FROM "+store.ScanEvents+" WHERE stage = ''", nil, &invalid); err != nil {
 			return ImportStats{}, err
 		}
 		lines := after - before
@@ -221,9 +232,16 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 		Last  int64 `ch:"last"`
 	}
 	var sum summary
-	err := store.Each(ctx, st, `SELECT count() AS n, uniqExact(audit_id, stage) AS keys,
-  toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last FROM audit_events`, nil,
+	// Distinct keys counted by a 64-bit hash of each (several times
+	// faster than the pairs themselves): colliding hashes can only make
+	// the count smaller, so when it equals the events every key is
+	// distinct; otherwise the keys are counted exactly.
+	err := store.Each(ctx, st, `SELECT count() AS n, uniqExact(cityHash64(audit_id, stage)) AS keys,
+  toUnixTimestamp64Micro(min(ts)) AS first, toUnixTimestamp64Micro(max(ts)) AS last FROM `+store.ScanEvents, nil,
 		func(r summary) error { sum = r; return nil })
+	if err == nil && sum.Keys < sum.N {
+		err = selectCount(ctx, st, "SELECT uniqExact(audit_id, stage) AS n FROM "+store.ScanEvents, nil, &sum.Keys)
+	}
 	if err != nil {
 		return ImportStats{}, fmt.Errorf("summing up the load: %w", err)
 	}
@@ -231,10 +249,10 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 		// Overlapping files: keep one row per event, as the durable
 		// store's ReplacingMergeTree does.
 		for _, sql := range []string{
-			"CREATE TABLE audit_events_once AS audit_events",
-			"INSERT INTO audit_events_once SELECT * FROM audit_events LIMIT 1 BY cluster, audit_id, stage",
-			"EXCHANGE TABLES audit_events AND audit_events_once",
-			"DROP TABLE audit_events_once",
+			"CREATE TABLE scan_events_once AS " + store.ScanEvents,
+			"INSERT INTO scan_events_once SELECT * FROM " + store.ScanEvents + " LIMIT 1 BY cluster, audit_id, stage",
+			"EXCHANGE TABLES " + store.ScanEvents + " AND scan_events_once",
+			"DROP TABLE scan_events_once",
 		} {
 			if err := st.Exec(ctx, sql, nil); err != nil {
 				return ImportStats{}, fmt.Errorf("dropping duplicate events: %w", err)
@@ -251,6 +269,39 @@ func EngineLoad(ctx context.Context, st EngineStore, files []string, cluster str
 	}
 	stats.Elapsed = time.Since(start)
 	return stats, nil
+}
+
+// engineRead has the engine insert the lines of the file path into
+// store.ScanEvents: a large plain file through a feed, several streams at
+// once, anything else read by the engine itself.
+func engineRead(ctx context.Context, st EngineStore, path string, size int64, compression string, p store.Params) error {
+	var fd *feed
+	if compression == "none" {
+		var err error
+		if fd, err = startFeed(path, size, feedParts(size)); err != nil {
+			return err
+		}
+	}
+	insert := engineInsertSQL(fd != nil)
+	if fd != nil {
+		p["path"] = fd.pattern
+	}
+	err := st.Exec(ctx, insert, p)
+	if fd != nil {
+		// A part the engine left unread is its failure's doing when it
+		// failed; a transfer's error, or a part unread by an engine that
+		// says it read everything, is an error of its own.
+		if ferr := fd.Stop(); ferr != nil && (err == nil || !errors.Is(ferr, errPartsUnread)) {
+			return ferr
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: %s: %v", ErrNotEngineReadable, path, err)
+	}
+	return nil
 }
 
 // gzipRatio is how many bytes of log a gzip byte holds, about: audit logs

@@ -40,22 +40,45 @@ func TestEngineDerivation(t *testing.T) {
 	dir := t.TempDir()
 	files = append(files, writeLog(t, filepath.Join(dir, "generated.log"), generatedLines(t)), writeLog(t, filepath.Join(dir, "corners.log"), cornerLines()))
 	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			want := goRows(t, f, "c1")
-			if err := store.UseScanEvents(ctx, st, false); err != nil {
-				t.Fatal(err)
+		want := goRows(t, f, "c1")
+		// Read by the engine in one stream, and fed to it in three parts
+		// of whole lines (feedParts), as large logs are.
+		for _, fed := range []bool{false, true} {
+			name := filepath.Base(f)
+			if fed {
+				name += "/fed"
 			}
-			stats, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := engineRows(t, st)
-			if stats.Events != int64(len(want)) {
-				t.Errorf("EngineLoad says %d events, the decoder read %d", stats.Events, len(want))
-			}
-			compareRows(t, want, got)
-		})
+			t.Run(name, func(t *testing.T) {
+				if fed {
+					feedInParts(t, 3)
+				}
+				if err := store.CreateScanEvents(ctx, st, false); err != nil {
+					t.Fatal(err)
+				}
+				stats, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := engineRows(t, st)
+				if stats.Events != int64(len(want)) {
+					t.Errorf("EngineLoad says %d events, the decoder read %d", stats.Events, len(want))
+				}
+				compareRows(t, slices.Clone(want), got)
+			})
+		}
 	}
+}
+
+// feedInParts has EngineLoad feed every plain file, however small, to the
+// engine in parts parts, until the test ends.
+func feedInParts(t *testing.T, parts int) {
+	t.Helper()
+	if !feedSupported {
+		t.Skip("feeds need Linux")
+	}
+	minBytes, cores := feedMinBytes, feedCores
+	feedMinBytes, feedCores = 0, parts
+	t.Cleanup(func() { feedMinBytes, feedCores = minBytes, cores })
 }
 
 // TestEngineLoadRefuses: what the engine cannot read as the decoder does
@@ -78,7 +101,7 @@ func TestEngineLoadRefuses(t *testing.T) {
 	}
 	for name, lines := range cases {
 		t.Run(name, func(t *testing.T) {
-			if err := store.UseScanEvents(ctx, st, false); err != nil {
+			if err := store.CreateScanEvents(ctx, st, false); err != nil {
 				t.Fatal(err)
 			}
 			f := writeLog(t, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".log"), lines)
@@ -87,9 +110,31 @@ func TestEngineLoadRefuses(t *testing.T) {
 				t.Fatalf("EngineLoad = %v, want ErrNotEngineReadable", err)
 			}
 		})
+		// Fed in parts, the bad line is in the second: the engine stops
+		// reading, and every pipe is closed and gone all the same.
+		t.Run(name+"/fed", func(t *testing.T) {
+			if len(lines) < 2 {
+				t.Skip("one line: nothing to cut")
+			}
+			feedInParts(t, 2)
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			if err := store.CreateScanEvents(ctx, st, false); err != nil {
+				t.Fatal(err)
+			}
+			// Enough good lines that the cut falls before the bad one.
+			f := writeLog(t, filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+"-fed.log"), append(slices.Repeat(lines[:1], 3), lines[1:]...))
+			_, err := EngineLoad(ctx, st, []string{f}, "c1", nil)
+			if !errors.Is(err, ErrNotEngineReadable) {
+				t.Fatalf("EngineLoad = %v, want ErrNotEngineReadable", err)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) > 0 {
+				t.Errorf("the feed left %s behind", left[0].Name())
+			}
+		})
 	}
 	t.Run("good", func(t *testing.T) {
-		if err := store.UseScanEvents(ctx, st, false); err != nil {
+		if err := store.CreateScanEvents(ctx, st, false); err != nil {
 			t.Fatal(err)
 		}
 		f := writeLog(t, filepath.Join(dir, "good.log"), []string{good, "", good})
@@ -123,7 +168,7 @@ func TestEngineLoadGzip(t *testing.T) {
 	if err := os.WriteFile(f, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.UseScanEvents(ctx, st, false); err != nil {
+	if err := store.CreateScanEvents(ctx, st, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := EngineLoad(ctx, st, []string{f}, "c1", nil); err != nil {
@@ -154,9 +199,13 @@ func goRows(t *testing.T, path, cluster string) []store.Row {
 	return b.Rows
 }
 
-// engineRows reads audit_events back.
+// engineRows makes the loaded table audit_events, as scan does, and reads
+// it back.
 func engineRows(t *testing.T, st store.Store) []store.Row {
 	t.Helper()
+	if err := store.UseScanEvents(context.Background(), st, false); err != nil {
+		t.Fatal(err)
+	}
 	var out []store.Row
 	err := st.SelectRows(context.Background(), "SELECT "+strings.Join(store.RowColumns(), ", ")+" FROM audit_events", nil,
 		func(r *store.Row) error {

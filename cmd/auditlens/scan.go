@@ -26,15 +26,7 @@ import (
 // does, whose rejects say what is wrong.
 func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, cluster string, clusterSet bool, chdbLib string, engine bool, spillAbove int64, onFile func(i, n int, path string), log *slog.Logger) (store.Store, ingest.ImportStats, error) {
 	open := func(sub string) (store.Store, error) {
-		st, err := store.Open(ctx, store.ChdbURL(filepath.Join(dir, sub)), store.Options{ChdbLib: chdbLib, Logger: log})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("creating the schema: %w", err)
-		}
-		return st, nil
+		return store.Open(ctx, store.ChdbURL(filepath.Join(dir, sub)), store.Options{ChdbLib: chdbLib, Logger: log})
 	}
 	if engine {
 		st, stats, err := engineLoad(ctx, open, files, cluster, spillAbove, onFile)
@@ -47,29 +39,53 @@ func loadScan(ctx context.Context, dir string, files []string, stdin io.Reader, 
 	if err != nil {
 		return nil, ingest.ImportStats{}, err
 	}
+	if err := migrate(ctx, st); err != nil {
+		st.Close()
+		return nil, ingest.ImportStats{}, err
+	}
 	stats, err := ingest.Import(ctx, ingest.NewWriter(st, ingest.WriterConfig{ColumnsOnly: true, Logger: log}), files,
 		ingest.ImportConfig{Cluster: cluster, ClusterFromEnvelope: !clusterSet, Stdin: stdin})
 	return st, stats, err
 }
 
+// migrate creates the schema in a scan's store.
+func migrate(ctx context.Context, st store.Store) error {
+	if _, err := migrations.Apply(ctx, st, migrations.Config{}); err != nil {
+		return fmt.Errorf("creating the schema: %w", err)
+	}
+	return nil
+}
+
 // engineLoad is loadScan's engine reader: a store of its own, closed when
-// the engine cannot read the logs.
+// the engine cannot read the logs. The engine reads into a table of its
+// own (store.ScanEvents) while the schema is created beside it, and that
+// table then becomes audit_events.
 func engineLoad(ctx context.Context, open func(string) (store.Store, error), files []string, cluster string, spillAbove int64, onFile func(i, n int, path string)) (store.Store, ingest.ImportStats, error) {
 	st, err := open("engine")
 	if err != nil {
 		return nil, ingest.ImportStats{}, err
 	}
-	onDisk := ingest.LogBytes(files) > spillAbove
-	if err := store.UseScanEvents(ctx, st, onDisk); err != nil {
-		st.Close()
-		return nil, ingest.ImportStats{}, err
-	}
-	stats, err := ingest.EngineLoad(ctx, st, files, cluster, onFile)
-	if err != nil {
+	fail := func(stats ingest.ImportStats, err error) (store.Store, ingest.ImportStats, error) {
 		if cerr := st.Close(); cerr != nil {
 			return nil, stats, cerr
 		}
 		return nil, stats, err
+	}
+	onDisk := ingest.LogBytes(files) > spillAbove
+	if err := store.CreateScanEvents(ctx, st, onDisk); err != nil {
+		return fail(ingest.ImportStats{}, err)
+	}
+	migrated := make(chan error, 1)
+	go func() { migrated <- migrate(ctx, st) }()
+	stats, err := ingest.EngineLoad(ctx, st, files, cluster, onFile)
+	if merr := <-migrated; err == nil {
+		err = merr
+	}
+	if err == nil {
+		err = store.UseScanEvents(ctx, st, onDisk)
+	}
+	if err != nil {
+		return fail(stats, err)
 	}
 	return st, stats, nil
 }
