@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/auditlens/auditlens/internal/fifo"
 )
 
 // The engine's JSON parser reads one file in one stream: its parallel
@@ -29,6 +31,10 @@ var (
 	feedMinBytes int64 = 64 << 20
 	feedCores          = runtime.NumCPU()
 )
+
+// feedPipeSize is the buffer each pipe asks for (fifo.Grow): the largest
+// an unprivileged process gets by default.
+const feedPipeSize = 1 << 20
 
 // feed serves the parts of one file to the engine through named pipes in a
 // directory of their own.
@@ -118,11 +124,12 @@ func startFeed(path string, size int64, parts int) (*feed, error) {
 	}
 	fd := &feed{dir: dir, pattern: filepath.Join(dir, "part-{"+strings.Join(names, ",")+"}"), stop: make(chan struct{})}
 	for i := range len(cuts) - 1 {
-		w, err := openFeedPipe(filepath.Join(dir, "part-"+strconv.Itoa(i)))
+		w, err := fifo.Make(filepath.Join(dir, "part-"+strconv.Itoa(i)))
 		if err != nil {
 			fd.Stop()
-			return nil, err
+			return nil, fmt.Errorf("feeding %s to the engine: %w", path, err)
 		}
+		_ = fifo.Grow(w, feedPipeSize) // best effort: a smaller pipe only reads slower
 		in, err := os.Open(path)
 		if err != nil {
 			w.Close()
@@ -161,7 +168,7 @@ func startFeed(path string, size int64, parts int) (*feed, error) {
 func (fd *feed) drain(w *os.File) bool {
 	wait := 50 * time.Microsecond
 	for {
-		n, err := unread(w)
+		n, err := fifo.Unread(w)
 		if err != nil {
 			fd.fail(fmt.Errorf("waiting for the engine to read a pipe: %w", err))
 			return false
