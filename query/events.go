@@ -161,15 +161,15 @@ func Events(ctx context.Context, st Selecter, f Filter, jq *JQ, lim Limits, w io
 		return stats, limitErr(ctx, runCtx, err)
 	}
 	if f.All {
-		stop, err = readAll(runCtx, st, reads, f.Order, func(key chunks.Key, ev []byte) error {
-			stats.Matched++
-			err, ofEvent := emit(ev)
-			if ofEvent {
-				k := eventKey{Cluster: string(key.Cluster), AuditID: string(key.AuditID), Stage: string(key.Stage)}
-				return fmt.Errorf("event %s: %w", k, err)
-			}
-			return err
-		})
+		stop, err = readAll(runCtx, st, reads, f.Order, allRead{columns: eventColumns, item: appendEvent,
+			each: func(key chunks.Key, ev []byte) error {
+				stats.Matched++
+				err, ofEvent := emit(ev)
+				if ofEvent {
+					return fmt.Errorf("event %s: %w", keyString(key), err)
+				}
+				return err
+			}})
 		reads = nil
 	}
 	for _, rf := range reads {

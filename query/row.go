@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/auditlens/auditlens/internal/chunks"
 	"github.com/auditlens/auditlens/store"
 	"github.com/auditlens/auditlens/store/residual"
 )
@@ -24,6 +25,11 @@ var eventColumns = strings.Join([]string{
 type eventKey struct{ Cluster, AuditID, Stage string }
 
 func keyOf(r *store.Row) eventKey { return eventKey{r.Cluster, r.AuditID, r.Stage} }
+
+// keyString names the event of a held item in error messages.
+func keyString(k chunks.Key) string {
+	return eventKey{Cluster: string(k.Cluster), AuditID: string(k.AuditID), Stage: string(k.Stage)}.String()
+}
 
 // String names the event in error messages.
 func (k eventKey) String() string {

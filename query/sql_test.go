@@ -58,14 +58,6 @@ func TestFilterSQLGolden(t *testing.T) {
 	}
 }
 
-// TestParquetExportSQLGolden: the query a Parquet export runs, kept in
-// testdata/sql/parquet_export.golden.
-func TestParquetExportSQLGolden(t *testing.T) {
-	f := Filter{Cluster: []string{"prod"}, Since: testNow.Add(-24 * time.Hour), Until: testNow, Verb: []string{"delete"}, Limit: 10}
-	sql, params := ParquetExportSQL(f)
-	checkGolden(t, filepath.Join("testdata", "sql", "parquet_export.golden"), renderSQL(sql, params))
-}
-
 func TestParseExportFormat(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

@@ -5,11 +5,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -337,123 +334,5 @@ func TestServerSelectRows(t *testing.T) {
 	})
 	if err == nil {
 		t.Error("a column twice: no error")
-	}
-}
-
-// TestEmbeddedSelectFormatRows: with Rows, each row reaches the format
-// as the function leaves it, in the queries' columns and order; rows
-// straddle the RowBinary writes (more than rowTransformFlush of them) and
-// the queries' blocks.
-func TestEmbeddedSelectFormatRows(t *testing.T) {
-	ctx := context.Background()
-	e := openTestTable(t)
-	base := rowsTestRows()
-	var rows []Row
-	for i := range 400 { // ~3 MB: several RowBinary writes
-		r := base[i%len(base)]
-		r.AuditID = fmt.Sprintf("%s-%03d", r.AuditID, i)
-		rows = append(rows, r)
-	}
-	if err := e.Insert(ctx, rows); err != nil {
-		t.Fatal(err)
-	}
-	sortRowsByID(rows)
-	const cols = "residual, audit_id, ts, user_groups, annotations, raw"
-	queries := []Query{
-		{SQL: "SELECT " + cols + " FROM audit_events WHERE audit_id < 'p' ORDER BY audit_id SETTINGS max_block_size = 7"},
-		{SQL: "SELECT " + cols + " FROM audit_events WHERE audit_id >= 'p' ORDER BY audit_id"},
-	}
-	calls := 0
-	for i := range queries {
-		queries[i].Rows = func(r *Row) error {
-			calls++
-			r.Raw = append([]byte("rebuilt:"), r.Residual[:min(len(r.Residual), 3)]...)
-			r.Groups = []string{"g"} // replaced, not the decoder's
-			return nil
-		}
-	}
-	var buf bytes.Buffer
-	if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, queries, &buf); err != nil {
-		t.Fatal(err)
-	}
-	if calls != len(rows) {
-		t.Errorf("Rows called %d times for %d rows", calls, len(rows))
-	}
-	var got []Row
-	d := &rowDecoder{fn: func(r *Row) error { got = append(got, cloneRow(r)); return nil }}
-	if err := d.write(buf.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.end(); err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, c := range d.cols {
-		names = append(names, rowColumns[c].name)
-	}
-	if strings.Join(names, ", ") != cols {
-		t.Errorf("output columns %q, want %q", names, cols)
-	}
-	var want []Row
-	for _, r := range rows {
-		want = append(want, Row{AuditID: r.AuditID, Time: r.Time, Annotations: r.Annotations, Residual: r.Residual, Groups: []string{"g"},
-			Raw: append([]byte("rebuilt:"), r.Residual[:min(len(r.Residual), 3)]...)})
-	}
-	compareRows(t, got, want)
-}
-
-// TestSelectFormatOrder: ordered queries' rows are sent sorted by time,
-// audit ID, stage and cluster (or the reverse), each event once, whatever
-// order the engine returns them in, query after query; queries that mix
-// orders are refused.
-func TestSelectFormatOrder(t *testing.T) {
-	e := openTestEmbedded(t)
-	ctx := t.Context()
-	// Rows in no order: ts repeats (ties broken by audit_id, then stage,
-	// then cluster) and every row comes twice.
-	const sel = "SELECT toLowCardinality(c) AS cluster, ts, audit_id, toLowCardinality(s) AS stage FROM (SELECT ['b', 'a'][1 + number % 2] AS c, " +
-		"toDateTime64(intDiv(number, 2) % 4 + {t0:UInt32}, 6, 'UTC') AS ts, toString(intDiv(number, 8) % 3) AS audit_id, " +
-		"['ResponseComplete', 'RequestReceived'][1 + intDiv(number, 24)] AS s FROM numbers(48) ARRAY JOIN [1, 2] AS copy) " +
-		"ORDER BY cityHash64(c, ts, audit_id, s, rand())"
-	for _, o := range []RowOrder{Ascending, Descending} {
-		queries := []Query{{SQL: sel, Params: Params{"t0": "0"}}, {SQL: sel, Params: Params{"t0": "100"}}}
-		for i := range queries {
-			queries[i].Rows = func(*Row) error { return nil }
-			queries[i].Order = o
-		}
-		if o == Descending {
-			queries[0], queries[1] = queries[1], queries[0]
-		}
-		var buf bytes.Buffer
-		if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, queries, &buf); err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		d := &rowDecoder{fn: func(r *Row) error {
-			got = append(got, fmt.Sprintf("%03d/%s/%s/%s", r.Time.Unix(), r.AuditID, r.Stage, r.Cluster))
-			return nil
-		}}
-		if err := d.write(buf.Bytes()); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.end(); err != nil {
-			t.Fatal(err)
-		}
-		want := slices.Clone(got)
-		slices.SortFunc(want, func(a, b string) int { // the keys' parts are of one width
-			if o == Descending {
-				return strings.Compare(b, a)
-			}
-			return strings.Compare(a, b)
-		})
-		want = slices.Compact(want)
-		if !slices.Equal(got, want) || len(got) != 2*48 {
-			t.Errorf("%v: rows %v, want %d sorted rows, each once: %v", o, got, 2*48, want)
-		}
-	}
-	mixed := []Query{{SQL: sel, Params: Params{"t0": "0"}, Rows: func(*Row) error { return nil }, Order: Ascending},
-		{SQL: sel, Params: Params{"t0": "1"}, Rows: func(*Row) error { return nil }}}
-	if _, err := e.SelectFormat(ctx, "RowBinaryWithNamesAndTypes", nil, mixed, io.Discard); err == nil || !strings.Contains(err.Error(), "Order") {
-		t.Errorf("queries of mixed orders: err %v, want them refused", err)
 	}
 }

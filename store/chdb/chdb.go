@@ -406,19 +406,6 @@ func (db *DB) Insert(ctx context.Context, insertSQL, format string, data []byte)
 	})
 }
 
-// InsertFrom runs insertSQL like Insert, with its data read from r until
-// EOF and handed to the engine as it arrives, so that the data need not be
-// in memory at once (r may split it anywhere). ctx is checked between
-// reads. When r fails (an error other than io.EOF) or ctx ends, the insert
-// is cancelled and InsertFrom returns that error.
-func (db *DB) InsertFrom(ctx context.Context, insertSQL, format string, r io.Reader) error {
-	buf := make([]byte, insertChunk)
-	return db.insert(ctx, insertSQL, format, func() ([]byte, error) {
-		n, err := r.Read(buf)
-		return buf[:n], err
-	})
-}
-
 // insert runs a streaming insert of the chunks next returns, until it
 // returns io.EOF (with or without a last chunk). Any other error of next,
 // or ctx ending, cancels the insert; next's error is returned as it is.
