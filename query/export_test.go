@@ -45,6 +45,37 @@ func insertGenerated(tb testing.TB, st store.Store, cluster string, batches int)
 	return size
 }
 
+// exportParquetFile exports f as Parquet into a file of its own and
+// returns the bytes, the stats, the progress calls' counts and the path.
+func exportParquetFile(t *testing.T, st store.Store, f Filter) (pq *bytes.Buffer, stats ExportStats, sent []int64, path string) {
+	t.Helper()
+	pq = new(bytes.Buffer)
+	stats, err := Export(t.Context(), st, f, Parquet, pq, func(n int64) { sent = append(sent, n) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(t.TempDir(), "x.parquet")
+	if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return pq, stats, sent, path
+}
+
+// parquetRaws returns the raw column of the Parquet file at path, in the
+// file's order, a line each.
+func parquetRaws(t *testing.T, st store.Store, path string) string {
+	t.Helper()
+	var raws strings.Builder
+	if err := store.Each(t.Context(), st, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
+		store.Params{"f": path}, func(r struct{ Raw string }) error {
+			raws.WriteString(r.Raw + "\n")
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	return raws.String()
+}
+
 // selectOnly hides every method of a store but those Export reads with.
 type selectOnly struct{ Selecter }
 
@@ -90,16 +121,7 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 				f, es.Events, got.Len(), ev.Emitted, want.Len(), got.String() != want.String())
 		}
 
-		var pq bytes.Buffer
-		var sent []int64
-		ps, err := Export(ctx, st, f, Parquet, &pq, func(n int64) { sent = append(sent, n) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "x.parquet")
-		if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		pq, ps, sent, path := exportParquetFile(t, st, f)
 		var n int
 		if err := store.Each(ctx, st, "SELECT count() AS n FROM file({f:String}, Parquet)", store.Params{"f": path}, func(c int) error {
 			n = c
@@ -112,16 +134,8 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		}
 		// The file's rows are the NDJSON export's events, in its order,
 		// each once: sorted and deduplicated in Go (store.RowOrder).
-		var raws bytes.Buffer
-		if err := store.Each(ctx, st, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
-			store.Params{"f": path}, func(r struct{ Raw string }) error {
-				raws.WriteString(r.Raw + "\n")
-				return nil
-			}); err != nil {
-			t.Fatal(err)
-		}
-		if raws.String() != want.String() {
-			t.Errorf("%+v: the Parquet file's raw column, in its order, is not the NDJSON export's events:\n%.600s\nwant\n%.600s", f, raws.String(), want.String())
+		if raws := parquetRaws(t, st, path); raws != want.String() {
+			t.Errorf("%+v: the Parquet file's raw column, in its order, is not the NDJSON export's events:\n%.600s\nwant\n%.600s", f, raws, want.String())
 		}
 		// The file's columns are the table's typed columns in its order,
 		// then raw; each holds what the table holds, row by row.
@@ -322,27 +336,10 @@ func TestTimeWindowsOnEmbeddedEngine(t *testing.T) {
 		// Parquet, whose rows point into the window's memory until they
 		// are written: each window reuses the memory of the one before
 		// last.
-		var pq bytes.Buffer
-		var sent []int64
-		es, err := Export(ctx, st, f, Parquet, &pq, func(n int64) { sent = append(sent, n) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), "w.parquet")
-		if err := os.WriteFile(path, pq.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var raws bytes.Buffer
-		if err := store.Each(ctx, st, "SELECT raw FROM file({f:String}, Parquet) SETTINGS input_format_parquet_preserve_order = 1, max_threads = 1",
-			store.Params{"f": path}, func(r struct{ Raw string }) error {
-				raws.WriteString(r.Raw + "\n")
-				return nil
-			}); err != nil {
-			t.Fatal(err)
-		}
-		if raws.String() != want.String() || es.Events != int64(stats.Emitted) || len(sent) != len(ws) {
+		_, es, sent, path := exportParquetFile(t, st, f)
+		if raws := parquetRaws(t, st, path); raws != want.String() || es.Events != int64(stats.Emitted) || len(sent) != len(ws) {
 			t.Errorf("%+v: the Parquet export of %d windows (progress %d times) holds %d events, raw differs from one query's: %v",
-				f, len(ws), len(sent), es.Events, raws.String() != want.String())
+				f, len(ws), len(sent), es.Events, raws != want.String())
 		}
 	}
 }

@@ -139,18 +139,13 @@ type itemReader struct {
 	err error
 }
 
-func (d *itemReader) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err, d.b = errBadItem, nil
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *itemReader) uvarint() uint64 { return readNumber(d, binary.Uvarint) }
 
-func (d *itemReader) varint() int64 {
-	v, n := binary.Varint(d.b)
+func (d *itemReader) varint() int64 { return readNumber(d, binary.Varint) }
+
+// readNumber reads one number with read (binary.Uvarint or Varint).
+func readNumber[T uint64 | int64](d *itemReader, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
 		d.err, d.b = errBadItem, nil
 		return 0
