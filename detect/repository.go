@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,11 +59,12 @@ func (r *Repository) stamp() time.Time {
 // upsertSQL stores a batch of findings in one INSERT, so one part per
 // evaluation rather than one per finding: each column's values come as an
 // array parameter, zipped into rows.
-const upsertSQL = `INSERT INTO findings (id, detector, cluster, severity, confidence, title, first_seen, last_seen, updated_at, body)
-SELECT r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10
+const upsertSQL = `INSERT INTO findings (id, detector, cluster, severity, confidence, title, objects, first_seen, last_seen, updated_at, body)
+SELECT r.1, r.2, r.3, r.4, r.5, r.6, r.7, r.8, r.9, r.10, r.11
 FROM (SELECT arrayJoin(arrayZip({id:Array(String)}, {detector:Array(String)}, {cluster:Array(String)}, {severity:Array(String)},
-    {confidence:Array(Float32)}, {title:Array(String)}, {first_seen:Array(DateTime64(6, 'UTC'))},
-    {last_seen:Array(DateTime64(6, 'UTC'))}, {updated_at:Array(DateTime64(6, 'UTC'))}, {body:Array(String)})) AS r)`
+    {confidence:Array(Float32)}, {title:Array(String)}, {objects:Array(Array(Tuple(String, String, String)))},
+    {first_seen:Array(DateTime64(6, 'UTC'))}, {last_seen:Array(DateTime64(6, 'UTC'))}, {updated_at:Array(DateTime64(6, 'UTC'))},
+    {body:Array(String)})) AS r)`
 
 // Upsert stores a new version of each finding, all in one INSERT.
 func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
@@ -73,6 +75,7 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 	ids, detectors, clusters, severities, titles, bodies := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n)
 	confidences := make([]float64, n)
+	objects := make([][]Object, n)
 	firsts, lasts, stamps := make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
 	for i := range fs {
 		f := fs[i]
@@ -83,7 +86,7 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 		}
 		ids[i], detectors[i], clusters[i], severities[i], titles[i], bodies[i] =
 			f.ID, f.Detector, f.Cluster, string(f.Severity), f.Title, string(body)
-		confidences[i] = f.Confidence
+		confidences[i], objects[i] = f.Confidence, f.Objects
 		firsts[i], lasts[i], stamps[i] = f.FirstSeen, f.LastSeen, r.stamp()
 	}
 	p := store.Params{
@@ -93,6 +96,7 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 		"severity":   arrayParam(severities),
 		"confidence": store.FloatArrayParam(confidences, 32),
 		"title":      arrayParam(titles),
+		"objects":    objectsParam(objects),
 		"first_seen": store.TimeArrayParam(firsts),
 		"last_seen":  store.TimeArrayParam(lasts),
 		"updated_at": store.TimeArrayParam(stamps),
@@ -102,6 +106,32 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 		return fmt.Errorf("storing %d findings (%s, …): %w", n, ids[0], err)
 	}
 	return nil
+}
+
+// objectsParam renders each finding's objects for an
+// Array(Array(Tuple(String, String, String))) parameter: (resource,
+// namespace, name) tuples, as the objects column holds them.
+func objectsParam(objs [][]Object) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, os := range objs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('[')
+		for j, o := range os {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			// A tuple is its values as an array writes them, in
+			// parentheses: the same quoting.
+			t := arrayParam([]string{o.Resource, o.Namespace, o.Name})
+			b.WriteString("(" + t[1:len(t)-1] + ")")
+		}
+		b.WriteByte(']')
+	}
+	b.WriteByte(']')
+	return b.String()
 }
 
 // Get returns the newest version of one finding, or an error wrapping
@@ -205,16 +235,12 @@ func (r *Repository) List(ctx context.Context, f ListFilter) ([]Finding, error) 
 		p["severities"] = arrayParam(sev)
 		outer = append(outer, "sev IN {severities:Array(String)}")
 	}
+	objs := ""
 	if len(f.Objects) > 0 {
-		// On the newest version's body: a finding names the objects it
-		// hurt in its JSON (no column), and an update may change them.
-		var res, ns, names []string
-		for _, o := range f.Objects {
-			res, ns, names = append(res, o.Resource), append(ns, o.Namespace), append(names, o.Name)
-		}
-		p["obj_resources"], p["obj_namespaces"], p["obj_names"] = arrayParam(res), arrayParam(ns), arrayParam(names)
-		outer = append(outer, "hasAny(arrayMap(o -> (JSONExtractString(o, 'resource'), JSONExtractString(o, 'namespace'), JSONExtractString(o, 'name')),"+
-			" JSONExtractArrayRaw(body, 'objects')), arrayZip({obj_resources:Array(String)}, {obj_namespaces:Array(String)}, {obj_names:Array(String)}))")
+		// On the newest version's objects: an update may change them.
+		p["objects"] = objectsParam([][]Object{f.Objects})
+		objs = ", argMax(objects, updated_at) AS objs"
+		outer = append(outer, "hasAny(objs, {objects:Array(Array(Tuple(String, String, String)))}[1])")
 	}
 	limit := f.Limit
 	if limit <= 0 || limit > MaxList {
@@ -222,7 +248,7 @@ func (r *Repository) List(ctx context.Context, f ListFilter) ([]Finding, error) 
 	}
 	p["limit"] = strconv.Itoa(limit)
 	q := "SELECT body FROM (\n  SELECT id, argMax(body, updated_at) AS body, argMax(first_seen, updated_at) AS fs,\n" +
-		"         argMax(last_seen, updated_at) AS ls, argMax(severity, updated_at) AS sev\n  FROM findings" +
+		"         argMax(last_seen, updated_at) AS ls, argMax(severity, updated_at) AS sev" + objs + "\n  FROM findings" +
 		where(inner, "\n  ") + "\n  GROUP BY id\n)" + where(outer, "\n") + "\nORDER BY ls DESC, id\nLIMIT {limit:UInt32}"
 	var out []Finding
 	err := SelectRows(ctx, r.st, "findings", q, p, func(row bodyRow) error {

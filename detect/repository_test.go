@@ -101,6 +101,31 @@ func TestRepository(t *testing.T) {
 		}
 	}
 
+	// A finding stored before the objects column (migration 0011), its
+	// objects only in its body, is found by them through the column's
+	// default.
+	e := mk("repo-e", "repo-test-before-objects", "prod", detect.Info, 0, time.Hour)
+	e.Objects = []detect.Object{{Resource: "endpoints", Namespace: "web", Name: hostile}, {Resource: "nodes", Name: "node-9"}}
+	body, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Exec(ctx, `INSERT INTO findings (id, detector, cluster, severity, confidence, title, first_seen, last_seen, updated_at, body)
+VALUES ('repo-e', 'repo-test-before-objects', 'prod', 'info', 0.75, 't', {t:DateTime64(6, 'UTC')}, {t:DateTime64(6, 'UTC')}, {t:DateTime64(6, 'UTC')}, {body:String})`,
+		store.Params{"t": store.TimeParam(t0), "body": store.StringParam(string(body))}); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range append(e.Objects, detect.Object{Resource: "nodes", Name: "node-1"}) {
+		want := 1
+		if o.Name == "node-1" {
+			want = 0
+		}
+		fs, err := repo.List(ctx, detect.ListFilter{Detectors: []string{"repo-test-before-objects"}, Objects: []detect.Object{o}})
+		if err != nil || len(fs) != want {
+			t.Errorf("a finding stored before the objects column, by %v: %d (%v), want %d", o, len(fs), err, want)
+		}
+	}
+
 	dets := []string{"repo-test-loop", "repo-test-regression"}
 	for _, tc := range []struct {
 		name string

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +272,63 @@ func golden(t *testing.T, path string, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs; got:\n%s", path, got)
+	}
+}
+
+// TestListWithin: a reader scoped to some clusters sees the reports that
+// cover named clusters all among them, never a report of every cluster;
+// by the newest version, for names a client chose, and for reports stored
+// before the clusters column (migration 0011), read from their body.
+func TestListWithin(t *testing.T) {
+	ctx := context.Background()
+	st := storetest.Open(t)
+	t0 := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	save := func(id string, clusters ...string) {
+		t.Helper()
+		r := report.Report{ID: id, Name: id, WindowStart: t0, WindowEnd: t0.Add(time.Hour), GeneratedAt: t0.Add(time.Hour), Clusters: clusters}
+		if err := report.Save(ctx, st, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save("all")
+	save("a", "a")
+	save("ab", "a", "b")
+	save("hostile", hostile)
+	save("moved", "a")
+	save("moved", "c") // the newest version counts
+	// Stored before the column: the clusters only in the body.
+	body, err := json.Marshal(report.Report{ID: "old", Name: "old", Clusters: []string{"b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Exec(ctx, `INSERT INTO reports (id, name, window_start, window_end, created_at, body)
+VALUES ('old', 'old', {t:DateTime64(6, 'UTC')}, {t:DateTime64(6, 'UTC')}, {t:DateTime64(6, 'UTC')}, {body:String})`,
+		store.Params{"t": store.TimeParam(t0), "body": store.StringParam(string(body))}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		within []string
+		want   string
+	}{
+		{nil, "a ab all hostile moved old"},
+		{[]string{"a"}, "a"},
+		{[]string{"a", "b"}, "a ab old"},
+		{[]string{"b"}, "old"},
+		{[]string{"c"}, "moved"},
+		{[]string{hostile}, "hostile"},
+		{[]string{}, ""},
+	} {
+		list, err := report.List(ctx, st, report.ListFilter{Within: tc.within})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, s := range list {
+			ids = append(ids, s.ID)
+		}
+		slices.Sort(ids)
+		if got := strings.Join(ids, " "); got != tc.want {
+			t.Errorf("within %q: %q, want %q", tc.within, got, tc.want)
+		}
 	}
 }

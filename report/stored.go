@@ -15,9 +15,9 @@ import (
 // ErrNotFound is returned when no stored report matches.
 var ErrNotFound = errors.New("report not found")
 
-const saveSQL = `INSERT INTO reports (id, name, window_start, window_end, created_at, body)
+const saveSQL = `INSERT INTO reports (id, name, window_start, window_end, clusters, created_at, body)
 VALUES ({id:String}, {name:String}, {window_start:DateTime64(6, 'UTC')}, {window_end:DateTime64(6, 'UTC')},
-        {created_at:DateTime64(6, 'UTC')}, {body:String})`
+        {clusters:Array(String)}, {created_at:DateTime64(6, 'UTC')}, {body:String})`
 
 // Save stores r in the reports table. Saving a report of the same name and
 // window end again replaces it (same ID; the newest created_at wins). A
@@ -42,6 +42,7 @@ func Save(ctx context.Context, st Store, r Report) error {
 		"name":         store.StringParam(r.Name),
 		"window_start": store.TimeParam(r.WindowStart),
 		"window_end":   store.TimeParam(r.WindowEnd),
+		"clusters":     store.StringArrayParam(r.Clusters),
 		"created_at":   store.TimeParam(created),
 		"body":         store.StringParam(string(body)),
 	}
@@ -138,7 +139,7 @@ func List(ctx context.Context, st Store, f ListFilter) ([]Summary, error) {
 	p["limit"] = strconv.Itoa(limit)
 	q := `SELECT id, any(name) AS n, toUnixTimestamp64Micro(any(window_start)) AS ws,
        toUnixTimestamp64Micro(any(window_end)) AS we, toUnixTimestamp64Micro(max(created_at)) AS ca,
-       JSONExtract(argMax(body, created_at), 'clusters', 'Array(String)') AS cl
+       argMax(clusters, created_at) AS cl
 FROM reports` + where + `
 GROUP BY id` + having + ` ORDER BY we DESC, n, id LIMIT {limit:UInt32}`
 	out := []Summary{}

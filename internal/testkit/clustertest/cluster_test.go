@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,14 @@ func TestClusterShape(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			t.Errorf("GetMany: %v %v", got, err)
 		}
+		// By the objects column, through the Distributed table.
+		if len(all[0].Objects) == 0 {
+			t.Fatalf("finding %s names no objects to list it by", all[0].ID)
+		}
+		byObject, err := repo.List(ctx, detect.ListFilter{Objects: all[0].Objects[:1]})
+		if err != nil || !slices.ContainsFunc(byObject, func(f detect.Finding) bool { return f.ID == all[0].ID }) {
+			t.Errorf("listed by its object %v: %d findings, %v; want %s among them", all[0].Objects[0], len(byObject), err, all[0].ID)
+		}
 	})
 
 	t.Run("events", func(t *testing.T) {
@@ -281,6 +290,15 @@ func TestClusterShape(t *testing.T) {
 		got, err := report.Get(ctx, st, r.ID)
 		if err != nil || got.ID != r.ID {
 			t.Errorf("reading the report back: %v", err)
+		}
+		// By the clusters column, through the Distributed table.
+		r.ID, r.Name, r.Clusters = r.ID+"-scoped", r.Name+"-scoped", []string{"cluster-seed-incident"}
+		if err := report.Save(ctx, st, r); err != nil {
+			t.Fatal(err)
+		}
+		within, err := report.List(ctx, st, report.ListFilter{Within: r.Clusters})
+		if err != nil || len(within) != 1 || within[0].ID != r.ID {
+			t.Errorf("reports within %v: %+v, %v; want only %s", r.Clusters, within, err, r.ID)
 		}
 	})
 }
