@@ -195,6 +195,10 @@ func TestExportOnEmbeddedEngine(t *testing.T) {
 		}
 	}
 
+	// No event matches: a file with the columns and no rows.
+	if _, es, _, path := exportParquetFile(t, st, Filter{Cluster: []string{"none"}}); es.Events != 0 || parquetRaws(t, st, path) != "" {
+		t.Errorf("an export of no events: %+v, want a file of no rows", es)
+	}
 	if _, err := Export(ctx, st, Filter{Stage: []string{"Nope"}}, NDJSON, io.Discard, nil); !errors.Is(err, ErrBadFilter) {
 		t.Errorf("a bad filter: %v, want ErrBadFilter", err)
 	}
