@@ -112,26 +112,15 @@ func (r *Repository) Upsert(ctx context.Context, fs []Finding) error {
 // Array(Array(Tuple(String, String, String))) parameter: (resource,
 // namespace, name) tuples, as the objects column holds them.
 func objectsParam(objs [][]Object) string {
-	var b strings.Builder
-	b.WriteByte('[')
+	parts := make([]string, len(objs))
 	for i, os := range objs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('[')
+		tuples := make([][]string, len(os))
 		for j, o := range os {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			// A tuple is its values as an array writes them, in
-			// parentheses: the same quoting.
-			t := arrayParam([]string{o.Resource, o.Namespace, o.Name})
-			b.WriteString("(" + t[1:len(t)-1] + ")")
+			tuples[j] = []string{o.Resource, o.Namespace, o.Name}
 		}
-		b.WriteByte(']')
+		parts[i] = store.StringTupleArrayParam(tuples)
 	}
-	b.WriteByte(']')
-	return b.String()
+	return "[" + strings.Join(parts, ",") + "]"
 }
 
 // Get returns the newest version of one finding, or an error wrapping

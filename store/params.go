@@ -45,6 +45,18 @@ func StringArrayParam(vals []string) string {
 	return b.String()
 }
 
+// StringTupleArrayParam renders tuples of strings for a
+// {name:Array(Tuple(String, ...))} parameter: each tuple its values
+// quoted as StringArrayParam quotes them, in parentheses.
+func StringTupleArrayParam(tuples [][]string) string {
+	parts := make([]string, len(tuples))
+	for i, t := range tuples {
+		a := StringArrayParam(t)
+		parts[i] = "(" + a[1:len(a)-1] + ")"
+	}
+	return "[" + strings.Join(parts, ",") + "]"
+}
+
 // MinTime and MaxTime bound what a DateTime64(6) column holds.
 var (
 	MinTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)

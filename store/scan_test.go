@@ -348,6 +348,7 @@ func TestArrayParams(t *testing.T) {
 		F32 []float32
 		F64 []float64
 		S   []string
+		Tu  []string
 	}
 	times := []time.Time{time.Date(2026, 12, 7, 1, 2, 3, 456789001, time.UTC), time.Date(1800, 1, 1, 0, 0, 0, 0, time.UTC), {}}
 	p := Params{
@@ -355,15 +356,18 @@ func TestArrayParams(t *testing.T) {
 		"f32": FloatArrayParam([]float64{0.1, float64(float32(0.7)), -3}, 32),
 		"f64": FloatArrayParam([]float64{0.1, 1e300, -2.5e-7}, 64),
 		"s":   StringArrayParam([]string{`a'b\c`, "tab\there", ""}),
+		"tu":  StringTupleArrayParam([][]string{{`a'b\c`, "tab\there"}, {"", "("}}),
 	}
 	var got []row
-	err := Each(context.Background(), e, "SELECT {t:Array(DateTime64(6, 'UTC'))} AS t, {f32:Array(Float32)} AS f32, {f64:Array(Float64)} AS f64, {s:Array(String)} AS s",
+	err := Each(context.Background(), e, "SELECT {t:Array(DateTime64(6, 'UTC'))} AS t, {f32:Array(Float32)} AS f32, {f64:Array(Float64)} AS f64, {s:Array(String)} AS s, "+
+		"arrayMap(x -> concat(x.1, '|', x.2), {tu:Array(Tuple(String, String))}) AS tu",
 		p, func(r row) error { got = append(got, r); return nil })
 	want := row{
 		T:   []time.Time{time.Date(2026, 12, 7, 1, 2, 3, 456790000, time.UTC), MinTime, MinTime},
 		F32: []float32{0.1, 0.7, -3},
 		F64: []float64{0.1, 1e300, -2.5e-7},
 		S:   []string{`a'b\c`, "tab\there", ""},
+		Tu:  []string{"a'b\\c|tab\there", "|("},
 	}
 	if err != nil || len(got) != 1 || !reflect.DeepEqual(got[0], want) {
 		t.Errorf("got %+v, %v; want %+v", got, err, want)
