@@ -21,14 +21,23 @@ import "github.com/auditlens/auditlens/internal/auditsql"
 // a read of the same names in it (the namespace created again under the
 // same name, its kube-root-ca.crt and the new Pods' ConfigMaps and
 // Secrets read by every kubelet the Pods land on) reads new objects, a
-// first read.
+// first read. And what a client may no longer read it no longer holds: a
+// request of the target refused with 403 Forbidden ends what the client
+// had read of it, and its next read is a first read. That is the Node
+// authorizer at work when a kubelet is given a new Pod that uses a
+// Secret or ConfigMap the kubelet had read for an earlier Pod: the
+// kubelet's access went with the earlier Pod, its first request for the
+// new one races the authorizer's graph and is refused, and the read that
+// follows is for the new Pod. Clients that relist because their watches
+// broke (a herd) still may read what they held, and are not refused.
 //
 // The rule is RelistSQL, over one row per request (grouped by audit ID)
 // that carries the columns r_client (ClientSQL), r_target (TargetSQL),
 // r_start (the request's start: min(StartSQL) of its stages), r_read
 // (which requests are judged: ReadSQL, or ListSQL for lists only) and
-// r_epoch (when the request's namespace was last deleted before it, 0 if
-// never: EpochSQL), the rows being the client's requests of SeenSQL.
+// r_epoch (when the request's namespace was last deleted, or the client
+// last refused the target, before it; 0 if never: EpochSQL), the rows
+// being the client's successful requests of SeenSQL.
 
 // StartSQL is when a request was received, in microseconds
 // (auditsql.RequestTime). min() over a request's stages is its start.
@@ -70,11 +79,13 @@ const TargetSQL = `cityHash64(api_group, resource, subresource, namespace, name,
 const ClientSQL = `cityHash64(user, ` + ProgramSQL + `, if(startsWith(user, 'system:node:'), '', toString(source_ip)), ` + InstanceSQL + `)`
 
 // EpochSQL gives each row of requests (a query of one row per request
-// with cluster, r_namespace and r_start) its r_epoch: the start of the
-// last successful deletion of its namespace before it, among the events
-// where selects (the rows judged), or 0.
+// with cluster, r_namespace, r_client, r_target and r_start) its r_epoch,
+// among the events where selects (the rows judged): the later of the
+// start of the last successful deletion of its namespace before it and
+// the start of the last request of the same client for the same target
+// refused with 403 before it; 0 when there was neither.
 func EpochSQL(requests, where string) string {
-	return `SELECT r.*, g.gone_at AS r_epoch
+	return `SELECT r.*, greatest(g.gone_at, f.refused_at) AS r_epoch
 FROM (` + requests + `) AS r
 ASOF LEFT JOIN (
     SELECT cluster AS gone_cluster, name AS gone_namespace, toUnixTimestamp64Micro(ts) AS gone_at
@@ -82,7 +93,14 @@ ASOF LEFT JOIN (
     WHERE ` + where + ` AND verb = 'delete' AND resource = 'namespaces' AND api_group = '' AND subresource = ''
           AND name != '' AND stage = 'ResponseComplete' AND code >= 200 AND code < 300
 ) AS g
-ON r.cluster = g.gone_cluster AND r.r_namespace = g.gone_namespace AND r.r_start > g.gone_at`
+ON r.cluster = g.gone_cluster AND r.r_namespace = g.gone_namespace AND r.r_start > g.gone_at
+ASOF LEFT JOIN (
+    SELECT cluster AS refused_cluster, ` + ClientSQL + ` AS refused_client, ` + TargetSQL + ` AS refused_target,
+           ` + StartSQL + ` AS refused_at
+    FROM audit_events
+    WHERE ` + where + ` AND ` + SeenSQL + ` AND code = 403
+) AS f
+ON r.cluster = f.refused_cluster AND r.r_client = f.refused_client AND r.r_target = f.refused_target AND r.r_start > f.refused_at`
 }
 
 // FirstSQL is, over rows as RelistSQL reads them, the start of the
