@@ -16,8 +16,9 @@ import (
 	"github.com/auditlens/auditlens/store"
 )
 
-// parquetEvent is one row of a Parquet export: the columns of audit_events
-// in the table's order, then raw, the event JSON as Events prints it. The
+// parquetEvent is one row of a Parquet export: the typed columns of
+// audit_events in the table's order (not the residual, auditlens's own
+// patch format), then raw, the event JSON as Events prints it. The
 // types are those the engine gives its own columns in Parquet, so that
 // the engine (and any reader) reads the file back into the table's types:
 // strings as UTF-8 STRING, times as INT64 microsecond timestamps in UTC,
