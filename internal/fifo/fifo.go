@@ -1,6 +1,7 @@
-// Package fifo makes the named pipes through which this process and the
-// embedded engine hand each other data: the engine reads and writes files
-// by name, and a named pipe is a file name with no file behind it.
+// Package fifo makes the named pipes through which this process hands the
+// embedded engine data (a large log fed to scan in parts, ingest/feed.go):
+// the engine reads files by name, and a named pipe is a file name with no
+// file behind it.
 //
 // A pipe is opened read-write by the side that makes it (Make). On Linux
 // that open does not wait for the other side, and the pipe keeps what it
