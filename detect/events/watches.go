@@ -91,18 +91,15 @@ type Reflector struct {
 // watch from "" or "0" (the current state first): it starts the
 // reflector over from a fresh resourceVersion.
 //
-// The reflectors are first narrowed by watchSuspectsSQL to those that
-// can be looping, which costs one cheap aggregation of the watches
-// instead of grouping every request by audit ID, and to the reflectors
-// the detector remembers ({known}: their idents). The newest watch's user
+// The reflectors are first narrowed to those that watchSuspectsSQL found
+// ({suspects}: cluster and ident): the ones that can be looping and the
+// ones the detector remembers. The newest watch's user
 // agent (the first by name of equal starts) and the first 16 addresses by
 // name come from the array.
 //
 // Aliases differ from column names: ClickHouse resolves aliases in WHERE.
 // Grouping by audit ID collapses duplicate rows as FINAL would, so the
-// query reads without it. GLOBAL: on a cluster both reads are of the
-// Distributed table, whose shards cannot run a subquery of it themselves;
-// the suspects are found once over all shards and the set sent to each.
+// query reads without it.
 func reflectorWatchesSQL(window string) string {
 	return `SELECT cluster, toString(w_ident) AS ident, user, program, instance, api_group, resource, namespace,
        label_selector, field_selector,
@@ -129,7 +126,7 @@ FROM (
                ` + refl.IdentSQL + ` AS r_ident, (` + refl.ListSQL + ` OR req_rv IN ('', '0')) AS r_relist
         FROM audit_events
         WHERE ` + window + ` AND verb IN ('watch', 'list') AND resource IN {resources:Array(String)}
-          AND (cluster, r_ident) GLOBAL IN (` + watchSuspectsSQL(window) + `)
+          AND (cluster, toString(r_ident)) IN {suspects:Array(Tuple(String, String))}
     )
     GROUP BY cluster, audit_id
     HAVING w_code = 0 OR (w_code >= 200 AND w_code < 300)
@@ -152,18 +149,22 @@ type reflectorWatchesRow struct {
 	Agents    []string `json:"agents"`
 }
 
-// watchSuspectsSQL finds, cheaply, the reflectors that may be looping: a
-// looping reflector restarts its watch, at least {min_steps} times, from
-// a resourceVersion no higher than that of its watch before, at least
-// {min_span} microseconds (RetrySpacing) later — an advancing reflector
-// resumes from ever higher ones, and a quick retry is not a restart. It
-// reads the watches' stages as they are (they share the request's start
-// and resourceVersion, so copies never count as a restart) and every
-// watch, failed ones included, so it is a superset of what the detector
-// weighs. resourceVersions that are not integers compare as 0. The
-// remembered reflectors ({known}) are kept whatever their watches.
+// watchSuspectsSQL finds, with one cheap aggregation of the watches (no
+// grouping of every request by audit ID), the reflectors that may be
+// looping and those remembered. It runs first: when it finds none, as in
+// most windows, reflectorWatchesSQL, whose planning alone costs the
+// engine tens of milliseconds, does not run. A looping reflector restarts
+// its watch, at least {min_steps} times, from a resourceVersion no higher
+// than that of its watch before, at least {min_span} microseconds
+// (RetrySpacing) later — an advancing reflector resumes from ever higher
+// ones, and a quick retry is not a restart. It reads the watches' stages
+// as they are (they share the request's start and resourceVersion, so
+// copies never count as a restart) and every watch, failed ones included,
+// so it is a superset of what the detector weighs. resourceVersions that
+// are not integers compare as 0. The remembered reflectors ({known}:
+// their idents) are kept whatever their watches.
 func watchSuspectsSQL(window string) string {
-	return `SELECT cluster, g_ident FROM (
+	return `SELECT cluster, toString(g_ident) AS ident FROM (
             SELECT cluster, ` + refl.IdentSQL + ` AS g_ident,
                    arraySort(groupArray((` + auditsql.RequestTime + `, toUInt64OrZero(req_rv)))) AS s
             FROM audit_events
@@ -203,9 +204,21 @@ func (g WatchGroup) Client() Client {
 func SelectWatchGroups(ctx context.Context, q detect.Querier, w detect.Window, resources []string, minSteps int, spacing time.Duration, known []string) ([]WatchGroup, error) {
 	p := store.Params{"resources": store.StringArrayParam(resources), "min_steps": Itoa(minSteps),
 		"min_span": strconv.FormatInt(spacing.Microseconds(), 10), "known": store.StringArrayParam(known)}
-	sql := reflectorWatchesSQL(detect.WindowParams(w, p))
+	window := detect.WindowParams(w, p)
+	var suspects [][]string
+	err := detect.SelectRows(ctx, q, "reflectors that may loop", watchSuspectsSQL(window), p, func(r struct {
+		Cluster string `json:"cluster"`
+		Ident   string `json:"ident"`
+	}) error {
+		suspects = append(suspects, []string{r.Cluster, r.Ident})
+		return nil
+	})
+	if err != nil || len(suspects) == 0 {
+		return nil, err
+	}
+	p["suspects"] = store.StringTupleArrayParam(suspects)
 	var out []WatchGroup
-	err := detect.SelectRows(ctx, q, "watch starts", sql, p, func(r reflectorWatchesRow) error {
+	err = detect.SelectRows(ctx, q, "watch starts", reflectorWatchesSQL(window), p, func(r reflectorWatchesRow) error {
 		g := WatchGroup{Reflector: r.Reflector, UserAgent: r.UserAgent, SourceIPs: r.SourceIPs}
 		for i := range r.IDs {
 			g.Watches = append(g.Watches, WatchStart{AuditID: r.IDs[i], Stage: At(r.Stages, i),

@@ -195,29 +195,36 @@ HAVING max(clients) >= {min_clients:UInt32}`
 
 // herdPairsSQL narrows herdCountsSQL, exactly, to the clients and targets
 // that can relist in a herd: a relist in the window is a list there
-// ({j_…}: the window itself), of a resource that some 60 s window shows
-// listed by at least min_clients clients (a herd's relisting clients list
-// it, and more may list it for the first time). Lists are a small share
-// of the reads: the costly grouping by request and the window function
-// then read only these pairs' requests, look-back included.
+// ({j_…}: the window itself), of one of the resources that herdResourcesSQL
+// found ({herd_resources}). Lists are a small share of the reads: the
+// costly grouping by request and the window function then read only these
+// pairs' requests, look-back included.
 func herdPairsSQL(judged, resources string) string {
 	return `SELECT cluster, p_client, p_target FROM (
                 SELECT cluster, api_group AS p_group, resource AS p_resource, ` + refl.ClientSQL + ` AS p_client, ` + refl.TargetSQL + ` AS p_target
                 FROM audit_events
                 WHERE ` + judged + ` AND ` + refl.ListSQL + resources + `
             )
-            WHERE (cluster, p_group, p_resource) IN (
-                SELECT cluster, q_group, q_resource FROM (
-                    SELECT cluster, api_group AS q_group, resource AS q_resource, ` + refl.ClientSQL + ` AS q_client,
-                           intDiv(` + refl.StartSQL + `, 30000000) AS q_step
-                    FROM audit_events
-                    WHERE ` + judged + ` AND ` + refl.ListSQL + resources + `
-                )
-                ARRAY JOIN [q_step, q_step - 1] AS q_win
-                GROUP BY cluster, q_group, q_resource, q_win
-                HAVING uniqExact(q_client) >= {min_clients:UInt32}
-            )
+            WHERE (cluster, p_group, p_resource) IN {herd_resources:Array(Tuple(String, String, String))}
             GROUP BY cluster, p_client, p_target`
+}
+
+// herdResourcesSQL selects the resources that some 60 s window of the
+// window ({j_…}) shows listed by at least min_clients clients: the only
+// ones a herd can be of, since a herd's relisting clients list it (and
+// more may list it for the first time). It is cheap and runs first: most
+// windows have none, and then herdCountsSQL, whose planning alone costs
+// the engine tens of milliseconds, does not run.
+func herdResourcesSQL(judged, resources string) string {
+	return `SELECT DISTINCT cluster, q_group AS api_group, q_resource AS resource FROM (
+    SELECT cluster, api_group AS q_group, resource AS q_resource, ` + refl.ClientSQL + ` AS q_client,
+           intDiv(` + refl.StartSQL + `, 30000000) AS q_step
+    FROM audit_events
+    WHERE ` + judged + ` AND ` + refl.ListSQL + resources + `
+)
+ARRAY JOIN [q_step, q_step - 1] AS q_win
+GROUP BY cluster, q_group, q_resource, q_win
+HAVING uniqExact(q_client) >= {min_clients:UInt32}`
 }
 
 func clusterSpanSQL(window string) string {
@@ -306,9 +313,19 @@ func (d *Herd) EvaluateState(ctx context.Context, q detect.Querier, st detect.St
 		Wins   []int64 `json:"wins"`
 		Counts []int   `json:"counts"`
 	}
+	judged := detect.WindowCond(w, reads, "j_")
+	var listed [][]string
+	err := detect.SelectRows(ctx, q, "resources listed by many clients", herdResourcesSQL(judged, res), reads, func(r herdKey) error {
+		listed = append(listed, []string{r.Cluster, r.APIGroup, r.Resource})
+		return nil
+	})
+	if err != nil || len(listed) == 0 {
+		return nil, err
+	}
+	reads["herd_resources"] = store.StringTupleArrayParam(listed)
 	var cands []resourceCounts
-	countsSQL := herdCountsSQL(detect.WindowParams(lookBack, reads), detect.WindowCond(w, reads, "j_"), res)
-	err := detect.SelectRows(ctx, q, "relists by resource and minute", countsSQL, reads, func(r resourceCounts) error {
+	countsSQL := herdCountsSQL(detect.WindowParams(lookBack, reads), judged, res)
+	err = detect.SelectRows(ctx, q, "relists by resource and minute", countsSQL, reads, func(r resourceCounts) error {
 		cands = append(cands, r)
 		return nil
 	})

@@ -131,6 +131,8 @@ func TestRelistMemoryBounded(t *testing.T) {
 			at := w.Since.Add(2 * time.Minute)
 			q := cannedQuerier(func(sql string, _ store.Params) []any {
 				switch {
+				case strings.Contains(sql, "SELECT DISTINCT cluster, q_group"):
+					return []any{map[string]any{"cluster": "c", "api_group": "", "resource": "pods"}}
 				case strings.Contains(sql, "AS wins"):
 					return []any{map[string]any{"cluster": "c", "api_group": "", "resource": "pods",
 						"wins": []int64{at.Unix() / 30 * 30}, "counts": []int{12}}}
