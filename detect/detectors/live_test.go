@@ -70,7 +70,7 @@ func TestLiveReplay(t *testing.T) {
 
 // readRecording decodes a gzipped audit log into rows of cluster, by
 // time.
-func readRecording(t *testing.T, path, cluster string) []store.Row {
+func readRecording(t testing.TB, path, cluster string) []store.Row {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
