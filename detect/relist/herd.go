@@ -212,9 +212,11 @@ func herdPairsSQL(judged, resources string) string {
 // herdResourcesSQL selects the resources that some 60 s window of the
 // window ({j_…}) shows listed by at least min_clients clients: the only
 // ones a herd can be of, since a herd's relisting clients list it (and
-// more may list it for the first time). It is cheap and runs first: most
-// windows have none, and then herdCountsSQL, whose planning alone costs
-// the engine tens of milliseconds, does not run.
+// more may list it for the first time). It is cheap and runs first: when
+// it finds none (an idle cluster, or one where few clients list),
+// herdCountsSQL, whose planning alone costs the engine tens of
+// milliseconds, does not run. Where many kubelets list their new Pods'
+// objects every minute, it finds some and herdCountsSQL decides.
 func herdResourcesSQL(judged, resources string) string {
 	return `SELECT DISTINCT cluster, q_group AS api_group, q_resource AS resource FROM (
     SELECT cluster, api_group AS q_group, resource AS q_resource, ` + refl.ClientSQL + ` AS q_client,
